@@ -1,0 +1,37 @@
+"""The errors labqueue raises. Each says what was wrong and with which value."""
+
+
+class LabqueueError(Exception):
+    """Base class for every error labqueue raises on purpose."""
+
+
+class InvalidArgument(LabqueueError, ValueError):
+    """An argument is out of range or of the wrong kind; nothing was written."""
+
+
+class PayloadNotSerializable(LabqueueError, TypeError):
+    """A payload cannot be stored as JSON; nothing was written."""
+
+
+class NotADatabase(LabqueueError):
+    """The path is a directory or a file that is not SQLite; it was not touched."""
+
+
+class ForeignJobsTable(LabqueueError):
+    """The database has a `jobs` table that is not labqueue's; it was not touched."""
+
+
+class SQLiteTooOld(LabqueueError):
+    """This SQLite build lacks a feature the queue needs."""
+
+
+class QueueBusy(LabqueueError):
+    """Another connection held the write lock past the busy timeout; nothing changed."""
+
+
+class StorageFull(LabqueueError):
+    """The database or disk is full; the transaction was rolled back."""
+
+
+class UnknownJobKind(LabqueueError):
+    """No handler is registered for a job's kind."""

@@ -1,0 +1,347 @@
+"""A durable job queue on one SQLite file: leases, fencing tokens, retries, dead letters."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import sql
+from .errors import (
+    ForeignJobsTable,
+    InvalidArgument,
+    NotADatabase,
+    PayloadNotSerializable,
+    QueueBusy,
+    StorageFull,
+)
+from .versions import require_returning
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+MAX_ERROR_CHARS = 500
+
+Clock = Callable[[], float]
+Effect = Callable[[sqlite3.Connection], Any]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One claimed job, as the worker that holds its lease sees it."""
+
+    id: int
+    kind: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    lease_token: str
+    lease_expires_at: float
+
+
+class JobQueue:
+    """The queue on one SQLite file. Open one per process or thread; it is not shared."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lease_seconds: float = 30.0,
+        max_attempts: int = 5,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        synchronous: str = "NORMAL",
+        clock: Clock = time.time,
+        rng: Callable[[], float] = random.random,
+        schema: str | None = sql.SCHEMA,
+        timeout: float = 30.0,
+    ) -> None:
+        require_returning()
+        self.lease_seconds = _positive("lease_seconds", lease_seconds)
+        self.max_attempts = _attempts("max_attempts", max_attempts)
+        self.backoff_base = _positive("backoff_base", backoff_base)
+        self.backoff_cap = _positive("backoff_cap", backoff_cap)
+        self.timeout = _positive("timeout", timeout, allow_zero=True)
+        level = str(synchronous).upper()
+        if level not in SYNCHRONOUS_LEVELS:
+            raise InvalidArgument(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
+        self.clock = clock
+        self.rng = rng
+        self.path = Path(path)
+        _check_is_sqlite_file(self.path)
+        # isolation_level=None: the queue, not the sqlite3 module, decides where
+        # every transaction begins and ends.
+        self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self.timeout)
+        self.db.row_factory = sqlite3.Row
+        try:
+            _check_jobs_table(self.db, self.path)
+            self.db.execute("PRAGMA journal_mode = WAL")
+            # A PRAGMA takes no parameters; the level was checked against a fixed list.
+            self.db.execute(f"PRAGMA synchronous = {level}")
+            if schema:
+                self.db.executescript(schema)
+        except BaseException:
+            self.db.close()
+            raise
+
+    # -- plumbing -------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: BEGIN IMMEDIATE takes the write lock before the
+        first read, so nothing slips in between our reads and our writes. Any
+        exception, including KeyboardInterrupt, rolls the whole of it back."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._translate(exc) from exc
+        try:
+            yield self.db
+            self.db.execute("COMMIT")
+        except BaseException as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._translate(exc) from exc
+            raise
+
+    def _translate(self, exc: sqlite3.OperationalError) -> Exception:
+        message = str(exc)
+        if "locked" in message or "busy" in message:
+            return QueueBusy(
+                f"{self.path}: another connection held the write lock for longer than "
+                f"the busy timeout of {self.timeout} s ({message}); nothing was changed"
+            )
+        if "full" in message:
+            return StorageFull(f"{self.path}: {message}; the transaction was rolled back")
+        return exc
+
+    # -- producing --------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+    ) -> int | None:
+        """Add one job, ready after `delay` seconds. Returns its id, or None when a
+        job with the same dedupe_key already exists (which is left unchanged)."""
+        _kind(kind)
+        delay = _positive("delay", delay, allow_zero=True)
+        attempts = self.max_attempts if max_attempts is None else _attempts("max_attempts", max_attempts)
+        if dedupe_key is not None and not isinstance(dedupe_key, str):
+            raise InvalidArgument(f"dedupe_key must be a string or None, got {dedupe_key!r}")
+        body = _to_json(payload)
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute(
+                sql.ENQUEUE, (kind, body, attempts, now + delay, dedupe_key, now)
+            ).fetchone()
+        return None if row is None else row["id"]
+
+    def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
+        """Add many jobs in one transaction: all of them, or (on any error) none."""
+        _kind(kind)
+        bodies = []
+        for index, payload in enumerate(payloads):
+            try:
+                bodies.append(_to_json(payload))
+            except PayloadNotSerializable as exc:
+                raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
+        now = self.clock()
+        with self._tx() as db:
+            db.executemany(
+                sql.ENQUEUE_MANY, [(kind, body, self.max_attempts, now, now) for body in bodies]
+            )
+        return len(bodies)
+
+    # -- consuming --------------------------------------------------------------
+
+    def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id.
+
+        A job is ready when its visible_at has passed: for a queued job that is its
+        run time, for a running one the end of its lease, so an expired lease needs
+        no reaper. Jobs whose lease ran out on their last attempt become dead."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
+        now = self.clock()
+        params = {
+            "now": now,
+            "lease_end": now + self.lease_seconds,
+            "token": uuid.uuid4().hex,
+            "worker": worker,
+            "limit": limit,
+        }
+        with self._tx() as db:
+            db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
+            # fetchall() matters: an undrained RETURNING cursor keeps the statement,
+            # and with it the write lock, alive.
+            rows = db.execute(sql.CLAIM, params).fetchall()
+        return sorted((_job(row) for row in rows), key=lambda job: job.id)
+
+    def complete(self, job: Job, effect: Effect | None = None) -> bool:
+        """Mark `job` done if this worker still holds its lease. `effect(db)` runs in
+        the same transaction, after the fence: it commits with the completion or
+        not at all. Returns False, without running the effect, for a stale lease."""
+        with self._tx() as db:
+            cur = db.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token))
+            if cur.rowcount != 1:
+                return False
+            if effect is not None:
+                effect(db)
+        return True
+
+    def fail(
+        self, job: Job, error: str, *, retry: bool = True
+    ) -> Literal["queued", "dead"] | None:
+        """Record a failure. Returns "queued" (a retry after full-jitter backoff),
+        "dead" (out of attempts, or retry=False), or None for a stale lease."""
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
+        now = self.clock()
+        params = {
+            "final": not retry,
+            "retry_at": now + self.backoff_delay(job.attempts),
+            "now": now,
+            "error": error[:MAX_ERROR_CHARS],
+            "id": job.id,
+            "token": job.lease_token,
+        }
+        with self._tx() as db:
+            row = db.execute(sql.FAIL, params).fetchone()
+        return None if row is None else row["state"]
+
+    def backoff_delay(self, attempts: int) -> float:
+        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt."""
+        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempts - 1))
+        return self.rng() * ceiling
+
+    def heartbeat(self, job: Job) -> bool:
+        """Push the lease out by lease_seconds. False: this worker no longer holds the job."""
+        with self._tx() as db:
+            cur = db.execute(
+                sql.HEARTBEAT, (self.clock() + self.lease_seconds, job.id, job.lease_token)
+            )
+        return cur.rowcount == 1
+
+    # -- operating --------------------------------------------------------------
+
+    def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Give dead jobs (all of them, or those in `ids`) a fresh set of attempts.
+        Returns the ids requeued, sorted. An empty `ids` requeues nothing."""
+        now = self.clock()
+        if ids is None:
+            statement, params = sql.REQUEUE_DEAD, (now,)
+        else:
+            ids = list(ids)
+            bad = [i for i in ids if not isinstance(i, int) or isinstance(i, bool)]
+            if bad:
+                raise InvalidArgument(f"ids must be whole numbers, got {bad[0]!r}")
+            statement, params = sql.REQUEUE_DEAD_IDS, (now, json.dumps(ids))
+        with self._tx() as db:
+            rows = db.execute(statement, params).fetchall()
+        return sorted(row["id"] for row in rows)
+
+    def stats(self) -> dict[str, float | int]:
+        """What to watch, read through the partial indexes only: finished rows are
+        never scanned, however many there are."""
+        now = self.clock()
+        live = {row["state"]: row["n"] for row in self.db.execute(sql.STATS_LIVE)}
+        ready = self.db.execute(sql.STATS_READY, (now,)).fetchone()
+        dead = self.db.execute(sql.STATS_DEAD).fetchone()["n"]
+        oldest = ready["oldest"]
+        return {
+            "queued": live.get("queued", 0),
+            "running": live.get("running", 0),
+            "ready_now": ready["n"],
+            "oldest_ready_age_s": round(now - oldest, 1) if oldest is not None else 0.0,
+            "dead": dead,
+        }
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> JobQueue:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JobQueue({str(self.path)!r}, lease_seconds={self.lease_seconds})"
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        kind=row["kind"],
+        payload=json.loads(row["payload"]),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        lease_token=row["lease_token"],
+        lease_expires_at=row["visible_at"],
+    )
+
+
+def _to_json(payload: Any) -> str:
+    try:
+        return json.dumps(payload, allow_nan=False)
+    except TypeError as exc:
+        raise PayloadNotSerializable(f"payload is not JSON-serialisable: {exc}") from None
+    except ValueError as exc:
+        raise PayloadNotSerializable(f"payload is not JSON-serialisable: {exc}") from None
+
+
+def _kind(kind: object) -> None:
+    if not isinstance(kind, str) or not kind:
+        raise InvalidArgument(f"kind must be a non-empty string, got {kind!r}")
+
+
+def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        need = "zero or more" if allow_zero else "more than zero"
+        raise InvalidArgument(f"{name} must be a finite number {need}, got {value!r}")
+    return float(value)
+
+
+def _attempts(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidArgument(f"{name} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _check_is_sqlite_file(path: Path) -> None:
+    """Refuse anything that is not an SQLite file (or nothing yet) before connecting,
+    so a wrong path is never touched, let alone turned into a database."""
+    if path.is_dir():
+        raise NotADatabase(f"{path} is a directory, not an SQLite database file")
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+        if header != SQLITE_HEADER:
+            raise NotADatabase(f"{path} is not an SQLite database (its header is {header[:16]!r})")
+
+
+def _check_jobs_table(db: sqlite3.Connection, path: Path) -> None:
+    columns = {row[0] for row in db.execute(sql.TABLE_COLUMNS)}
+    missing = [name for name in sql.COLUMNS if name not in columns]
+    if columns and missing:
+        raise ForeignJobsTable(
+            f"{path} already has a 'jobs' table that is not labqueue's "
+            f"(missing columns: {', '.join(missing)})"
+        )

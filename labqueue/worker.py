@@ -1,0 +1,133 @@
+"""The loop a worker process runs: claim, handle, complete or fail, repeat.
+
+    python -m labqueue.worker DB WORKER_ID LEASE_SECONDS [IDLE_EXIT] [--handlers MODULE]
+
+It leaves by itself after IDLE_EXIT seconds with nothing to do. The first
+SIGTERM or SIGINT lets the current job finish and then exits (a warm stop); a
+second one exits at once, and the job's lease hands it to another worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from types import FrameType
+
+from . import handlers as registry
+from .errors import UnknownJobKind
+from .queue import Job, JobQueue
+
+DEFAULT_IDLE_EXIT = 2.0
+DEFAULT_POLL = 0.05
+
+
+class ForcedShutdown(BaseException):
+    """Raised by the second stop signal. A BaseException, so that a handler's
+    `except Exception` cannot swallow it; the open transaction rolls back."""
+
+
+class StopFlag:
+    """Signal handlers only set flags; the loop looks at them between jobs."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise ForcedShutdown(f"second stop signal ({signal.Signals(signum).name})")
+        self.requested = True
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self)
+
+
+def handle(
+    q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None
+) -> str:
+    """Run one job's handler and report the outcome. Returns "done", "queued",
+    "dead" or "lost" (this worker no longer held the lease)."""
+    table = registry.HANDLERS if handlers is None else handlers
+    fn = table.get(job.kind)
+    if fn is None:
+        error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
+        return q.fail(job, f"{type(error).__name__}: {error}", retry=False) or "lost"
+    try:
+        effect = fn(job, q)
+    except Exception as exc:
+        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost"
+    try:
+        accepted = q.complete(job, effect=effect)
+    except Exception as exc:  # the effect raised and rolled back: the job is still ours
+        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost"
+    return "done" if accepted else "lost"
+
+
+def run(
+    path: str,
+    worker_id: str,
+    lease_seconds: float,
+    idle_exit: float = DEFAULT_IDLE_EXIT,
+    *,
+    poll: float = DEFAULT_POLL,
+    stop: StopFlag | None = None,
+    max_jobs: int | None = None,
+    handlers: Mapping[str, registry.Handler] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Work until idle for `idle_exit` seconds, `max_jobs` are handled, or a stop
+    is requested. Returns the number of jobs this worker handled."""
+    stop = stop or StopFlag()
+    handled = 0
+    with JobQueue(path, lease_seconds=lease_seconds) as q:
+        idle_since: float | None = None
+        while not stop.requested and (max_jobs is None or handled < max_jobs):
+            jobs = q.claim(worker_id)
+            if not jobs:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since >= idle_exit:
+                    break
+                sleep(poll)
+                continue
+            idle_since = None
+            handle(q, jobs[0], handlers)
+            handled += 1
+    return handled
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("db", help="the queue's SQLite file")
+    parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
+    parser.add_argument("lease_seconds", type=float, help="how long each claim holds a job")
+    parser.add_argument(
+        "idle_exit", type=float, nargs="?", default=DEFAULT_IDLE_EXIT,
+        help=f"leave after this many seconds with nothing to do (default {DEFAULT_IDLE_EXIT})",
+    )
+    parser.add_argument(
+        "--handlers", action="append", default=[], metavar="MODULE",
+        help="import this module of your own handlers (repeatable)",
+    )
+    parser.add_argument(
+        "--poll", type=float, default=DEFAULT_POLL,
+        help=f"seconds between claims when idle (default {DEFAULT_POLL})",
+    )
+    args = parser.parse_args(argv)
+    if args.lease_seconds <= 0:
+        parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
+    for module in args.handlers:
+        registry.load_module(module)
+    stop = StopFlag()
+    stop.install()
+    try:
+        run(args.db, args.worker_id, args.lease_seconds, args.idle_exit, poll=args.poll, stop=stop)
+    except ForcedShutdown:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
