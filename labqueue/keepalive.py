@@ -41,9 +41,7 @@ class KeepAlive:
     def _run(self) -> None:
         # A sqlite3 connection belongs to the thread that opened it: open our own.
         try:
-            with JobQueue(
-                self.path, lease_seconds=self.lease_seconds, clock=self.clock, schema=None
-            ) as q:
+            with JobQueue(self.path, lease_seconds=self.lease_seconds, clock=self.clock, schema=None) as q:
                 while not self._stop.wait(self.interval):
                     if not q.heartbeat(self.job):
                         self.lost.set()

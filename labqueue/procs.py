@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -31,10 +32,8 @@ def kill_tree(proc: HasPid | int, *, timeout: float = 10.0) -> list[int]:
     except psutil.NoSuchProcess:
         tree = []
     for p in tree:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(tree, timeout=timeout)
     if isinstance(proc, subprocess.Popen):
         proc.wait(timeout=timeout)

@@ -147,9 +147,7 @@ class JobQueue:
         body = _to_json(payload)
         now = self.clock()
         with self._tx() as db:
-            row = db.execute(
-                sql.ENQUEUE, (kind, body, attempts, now + delay, dedupe_key, now)
-            ).fetchone()
+            row = db.execute(sql.ENQUEUE, (kind, body, attempts, now + delay, dedupe_key, now)).fetchone()
         return None if row is None else row["id"]
 
     def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
@@ -163,9 +161,7 @@ class JobQueue:
                 raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
         now = self.clock()
         with self._tx() as db:
-            db.executemany(
-                sql.ENQUEUE_MANY, [(kind, body, self.max_attempts, now, now) for body in bodies]
-            )
+            db.executemany(sql.ENQUEUE_MANY, [(kind, body, self.max_attempts, now, now) for body in bodies])
         return len(bodies)
 
     # -- consuming --------------------------------------------------------------
@@ -205,9 +201,7 @@ class JobQueue:
                 effect(db)
         return True
 
-    def fail(
-        self, job: Job, error: str, *, retry: bool = True
-    ) -> Literal["queued", "dead"] | None:
+    def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
         """Record a failure. Returns "queued" (a retry after full-jitter backoff),
         "dead" (out of attempts, or retry=False), or None for a stale lease."""
         if not isinstance(error, str):
@@ -233,9 +227,7 @@ class JobQueue:
     def heartbeat(self, job: Job) -> bool:
         """Push the lease out by lease_seconds. False: this worker no longer holds the job."""
         with self._tx() as db:
-            cur = db.execute(
-                sql.HEARTBEAT, (self.clock() + self.lease_seconds, job.id, job.lease_token)
-            )
+            cur = db.execute(sql.HEARTBEAT, (self.clock() + self.lease_seconds, job.id, job.lease_token))
         return cur.rowcount == 1
 
     # -- operating --------------------------------------------------------------

@@ -17,8 +17,11 @@ def work_folder() -> Path:
 
 def db_path(name: str, folder: str | os.PathLike[str] | None = None) -> Path:
     """Return <folder>/<name>.db with any old copy, and its -wal and -shm files, removed."""
-    if not isinstance(name, str) or not name or name in {".", ".."} or any(
-        sep in name for sep in ("/", "\\", os.sep)
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in {".", ".."}
+        or any(sep in name for sep in ("/", "\\", os.sep))
     ):
         raise InvalidArgument(f"name must be a plain file name without a folder, got {name!r}")
     root = Path(folder) if folder is not None else work_folder()

@@ -37,8 +37,19 @@ CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 SCHEMA = TABLE + INDEXES
 
 COLUMNS = (
-    "id", "kind", "payload", "state", "attempts", "max_attempts", "visible_at",
-    "lease_token", "worker", "last_error", "dedupe_key", "created_at", "finished_at",
+    "id",
+    "kind",
+    "payload",
+    "state",
+    "attempts",
+    "max_attempts",
+    "visible_at",
+    "lease_token",
+    "worker",
+    "last_error",
+    "dedupe_key",
+    "created_at",
+    "finished_at",
 )
 
 TABLE_COLUMNS = "SELECT name FROM pragma_table_info('jobs')"

@@ -200,8 +200,13 @@ def retries(folder: Folder = None, seed: int = 7) -> JobQueue:
     """Two jobs on a fake clock with a seeded rng: a flaky one and a hopeless one."""
     clock = FakeClock(0.0)
     q = JobQueue(
-        db_path("retries", folder), lease_seconds=30, max_attempts=4, backoff_base=2.0,
-        backoff_cap=60.0, clock=clock, rng=random.Random(seed).random,
+        db_path("retries", folder),
+        lease_seconds=30,
+        max_attempts=4,
+        backoff_base=2.0,
+        backoff_cap=60.0,
+        clock=clock,
+        rng=random.Random(seed).random,
     )
     q.enqueue("flaky", {})
     q.enqueue("always_fails", {})
@@ -209,7 +214,9 @@ def retries(folder: Folder = None, seed: int = 7) -> JobQueue:
     while (due := q.db.execute(next_due).fetchone()[0]) is not None:
         clock.now = max(clock.now, due)
         for job in q.claim("sim", limit=10):
-            label = f"t={clock.now:6.1f}  job {job.id} {job.kind:<12} attempt {job.attempts}/{job.max_attempts}"
+            label = (
+                f"t={clock.now:6.1f}  job {job.id} {job.kind:<12} attempt {job.attempts}/{job.max_attempts}"
+            )
             try:
                 _retry_handler(job)
             except Exception as exc:
@@ -233,9 +240,7 @@ def retries(folder: Folder = None, seed: int = 7) -> JobQueue:
 def ops_queue(folder: Folder = None) -> tuple[JobQueue, FakeClock]:
     """Six jobs in every state: done, dead, an expired lease, a live lease, ready, delayed."""
     clock = FakeClock(10_000.0)
-    q = JobQueue(
-        db_path("ops", folder), lease_seconds=30, max_attempts=2, clock=clock, rng=lambda: 0.0
-    )
+    q = JobQueue(db_path("ops", folder), lease_seconds=30, max_attempts=2, clock=clock, rng=lambda: 0.0)
     for n in range(5):
         q.enqueue("email", {"n": n})  # jobs 1 to 5
     q.enqueue("email", {"n": 5}, delay=600)  # job 6, for later

@@ -45,9 +45,7 @@ class StopFlag:
             signal.signal(sig, self)
 
 
-def handle(
-    q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None
-) -> str:
+def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None) -> str:
     """Run one job's handler and report the outcome. Returns "done", "queued",
     "dead" or "lost" (this worker no longer held the lease)."""
     table = registry.HANDLERS if handlers is None else handlers
@@ -104,15 +102,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
     parser.add_argument("lease_seconds", type=float, help="how long each claim holds a job")
     parser.add_argument(
-        "idle_exit", type=float, nargs="?", default=DEFAULT_IDLE_EXIT,
+        "idle_exit",
+        type=float,
+        nargs="?",
+        default=DEFAULT_IDLE_EXIT,
         help=f"leave after this many seconds with nothing to do (default {DEFAULT_IDLE_EXIT})",
     )
     parser.add_argument(
-        "--handlers", action="append", default=[], metavar="MODULE",
+        "--handlers",
+        action="append",
+        default=[],
+        metavar="MODULE",
         help="import this module of your own handlers (repeatable)",
     )
     parser.add_argument(
-        "--poll", type=float, default=DEFAULT_POLL,
+        "--poll",
+        type=float,
+        default=DEFAULT_POLL,
         help=f"seconds between claims when idle (default {DEFAULT_POLL})",
     )
     args = parser.parse_args(argv)
