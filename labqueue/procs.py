@@ -34,11 +34,13 @@ def kill_tree(proc: HasPid | int, *, timeout: float = 10.0) -> list[int]:
     for p in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    psutil.wait_procs(tree, timeout=timeout)
+    # Reap the root through its own handle: if psutil reaped it, Popen would
+    # report exit code 0 for a process that was killed.
     if isinstance(proc, subprocess.Popen):
         proc.wait(timeout=timeout)
     elif hasattr(proc, "join"):
         proc.join(timeout)
+    psutil.wait_procs([p for p in tree if p.pid != pid], timeout=timeout)
     return [p.pid for p in tree]
 
 

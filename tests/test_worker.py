@@ -1,0 +1,138 @@
+"""The worker loop in-process: handler outcomes, the registry, stop flags."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import textwrap
+
+import pytest
+
+from labqueue import handlers as registry
+from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.worker import ForcedShutdown, StopFlag, handle, main, run
+
+
+def state(q, job_id=1):
+    return q.db.execute("SELECT state, last_error FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+
+def claim_one(q, kind, payload=None):
+    q.enqueue(kind, payload or {})
+    (job,) = q.claim("w")
+    return job
+
+
+def test_a_handler_that_returns_completes_with_its_effect(q):
+    q.db.execute(LEDGER_TABLE)
+    job = claim_one(q, "credit")
+    assert handle(q, job, {"credit": lambda job, q: ledger_effect(job)}) == "done"
+    assert [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger")] == [(1, 1)]
+
+
+def test_a_handler_that_raises_fails_with_type_and_message(q):
+    job = claim_one(q, "bad")
+    assert handle(q, job) == "queued"
+    assert tuple(state(q)) == ("queued", "ValueError: payload has no recipient")
+
+
+def test_an_effect_that_raises_fails_the_job_and_writes_nothing(q):
+    q.db.execute(LEDGER_TABLE)
+    job = claim_one(q, "t")
+
+    def effect(db):
+        db.execute("INSERT INTO ledger VALUES (1, 1)")
+        raise LookupError("no such account")
+
+    assert handle(q, job, {"t": lambda job, q: effect}) == "queued"
+    assert tuple(state(q)) == ("queued", "LookupError: no such account")
+    assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 0
+
+
+def test_an_unknown_kind_ends_dead_with_a_clear_reason(q):
+    job = claim_one(q, "os.system", {"cmd": "echo hacked"})
+    assert handle(q, job) == "dead"
+    assert tuple(state(q)) == ("dead", "UnknownJobKind: no handler is registered for kind 'os.system'")
+
+
+def test_a_row_never_names_code_to_import(q, monkeypatch):
+    imported = []
+    monkeypatch.setattr(registry.importlib, "import_module", lambda name: imported.append(name))
+    job = claim_one(q, "labqueue.handlers:poison")
+    assert handle(q, job) == "dead"
+    assert imported == []
+
+
+def test_a_report_from_a_lost_lease_says_lost(q, clock):
+    job = claim_one(q, "noop")
+    clock.advance(31)
+    q.claim("other")
+    assert handle(q, job) == "lost"
+
+
+def test_demo_handlers_behave_as_the_course_describes(q):
+    q.db.execute(LEDGER_TABLE)
+    for n in range(20):
+        q.enqueue("credit", {"n": n})
+    outcomes = [handle(q, job) for job in q.claim("w", limit=20)]
+    assert outcomes == ["done"] * 19 + ["queued"]  # job 20 times out on its first attempt
+    assert tuple(state(q, 20)) == ("queued", "TimeoutError: upstream timed out")
+    assert set(registry.HANDLERS) >= {"noop", "report", "poison", "credit", "slow", "bad"}
+
+
+def test_run_drains_the_queue_and_leaves_when_idle(tmp_path):
+    from labqueue import JobQueue
+
+    path = tmp_path / "drain.db"
+    with JobQueue(path) as q:
+        q.enqueue_many("noop", [{}] * 5)
+    naps = []
+    assert run(str(path), "w", 30, idle_exit=0, sleep=naps.append) == 5
+    with JobQueue(path) as q:
+        assert q.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done'").fetchone()[0] == 5
+
+
+def test_run_stops_after_max_jobs_or_a_stop_request(tmp_path):
+    from labqueue import JobQueue
+
+    path = tmp_path / "stop.db"
+    with JobQueue(path) as q:
+        q.enqueue_many("noop", [{}] * 5)
+    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2) == 2
+    stop = StopFlag()
+    stop.requested = True
+    assert run(str(path), "w", 30, idle_exit=0, stop=stop) == 0
+
+
+def test_the_second_stop_signal_forces_the_exit():
+    stop = StopFlag()
+    stop(signal.SIGTERM, None)
+    assert stop.requested
+    with pytest.raises(ForcedShutdown):
+        stop(signal.SIGINT, None)
+    assert not issubclass(ForcedShutdown, Exception)  # `except Exception` cannot swallow it
+
+
+def test_handler_modules_are_loaded_by_name(tmp_path, monkeypatch):
+    (tmp_path / "my_handlers.py").write_text(
+        textwrap.dedent(
+            """
+            def shout(job, q):
+                return None
+
+            HANDLERS = {"shout": shout}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "HANDLERS", dict(registry.HANDLERS))
+    assert registry.load_module("my_handlers") == ["shout"]
+    assert "shout" in registry.HANDLERS
+    sys.modules.pop("my_handlers", None)
+
+
+def test_cli_refuses_a_bad_lease(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["x.db", "w", "0"])
+    assert exit_info.value.code == 2
+    assert "LEASE_SECONDS must be more than zero, got 0.0" in capsys.readouterr().err
