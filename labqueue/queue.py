@@ -48,7 +48,17 @@ class Job:
 
 
 class JobQueue:
-    """The queue on one SQLite file. Open one per process or thread; it is not shared."""
+    """The queue on one SQLite file. Open one per process or thread; it is not shared.
+
+    Every deadline (a job's run time, the end of its lease, its retry time) is an
+    absolute reading of `clock` taken when it was set, compared with `clock()` at each
+    claim. A step in the clock therefore moves all deadlines at once. Forward by d:
+    every lease and delay is d shorter, so a live job may be claimed by a second
+    worker, whose new token fences the first one out. Back by d: they all last d
+    longer, so a crashed worker's job waits d more before it is handed over. Either
+    way nothing is lost or finished twice: complete, fail and heartbeat check the
+    token, never the clock, and a heartbeat renews the lease from the clock's reading.
+    """
 
     def __init__(
         self,
@@ -90,6 +100,12 @@ class JobQueue:
             self.db.execute(f"PRAGMA synchronous = {level}")
             if schema:
                 self.db.executescript(schema)
+        except sqlite3.OperationalError as exc:  # locked, or full while creating the schema
+            self.db.close()
+            raise self._translate(exc) from exc
+        except sqlite3.DatabaseError as exc:  # an SQLite header on a damaged or foreign file
+            self.db.close()
+            raise NotADatabase(f"{self.path} is not a usable SQLite database ({exc})") from exc
         except BaseException:
             self.db.close()
             raise
