@@ -1,0 +1,237 @@
+"""Notebook 05: the job's database effect inside the completing transaction.
+
+The course's fixed timeline lives in labqueue.walks (effect_separate, effect_together).
+Here the same grant job is replayed with a stall the learner chooses, step by step,
+so the notebook can show the account after every step and in a widget.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from ..clock import FakeClock
+from ..errors import InvalidArgument
+from ..handlers import LEDGER_TABLE, ledger_effect
+from ..queue import Effect, Job, JobQueue
+from ..scratch import db_path
+from ..walks import Folder, add_credits, credits
+
+Design = Literal["separate", "together"]
+DESIGNS: tuple[Design, ...] = ("separate", "together")
+LEASE_SECONDS = 30.0
+WORKER_B_POLLS_AT = 31.0  # as in the course's timeline: worker-b looks for work at t=31
+GRANT = 10
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the replay and the account balance right after it."""
+
+    t: float
+    worker: str
+    action: str
+    result: str
+    credits: int
+
+
+def _grant_queue(name: str, folder: Folder) -> tuple[JobQueue, FakeClock]:
+    clock = FakeClock(0.0)
+    q = JobQueue(db_path(name, folder), lease_seconds=LEASE_SECONDS, clock=clock)
+    q.db.execute("CREATE TABLE accounts (user TEXT PRIMARY KEY, credits INTEGER NOT NULL)")
+    q.enqueue("grant", {"user": "ada", "credits": GRANT})
+    return q, clock
+
+
+def _finish(q: JobQueue, job: Job, design: Design) -> list[tuple[str, str]]:
+    """One worker applies its effect and reports, the way `design` says to."""
+    if design == "separate":
+        add_credits(job)(q.db)  # its own autocommit transaction
+        return [("add credits", "committed"), ("complete()", str(q.complete(job)))]
+    return [("complete(effect)", str(q.complete(job, effect=add_credits(job))))]
+
+
+def replay(design: Design, stall_seconds: float = 40.0, folder: Folder = None) -> list[Step]:
+    """worker-a claims the grant at t=0 and works for `stall_seconds`; worker-b looks
+    for work at t=31. Returns every step with Ada's balance after it."""
+    if design not in DESIGNS:
+        raise InvalidArgument(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    ok = isinstance(stall_seconds, (int, float)) and not isinstance(stall_seconds, bool)
+    if not ok or not 0 < stall_seconds < 1000:
+        raise InvalidArgument(f"stall_seconds must be a number between 0 and 1000, got {stall_seconds!r}")
+    q, clock = _grant_queue(f"effects_{design}", folder)
+    steps: list[Step] = [Step(0.0, "-", "before", "", credits(q))]
+
+    def record(worker: str, outcomes: list[tuple[str, str]]) -> None:
+        for action, result in outcomes:
+            steps.append(Step(clock.now, worker, action, result, credits(q)))
+
+    try:
+        (a,) = q.claim("worker-a")
+        record("worker-a", [("claim", f"attempt {a.attempts}")])
+        # Whoever acts first in time goes first: worker-a waking up, or worker-b polling.
+        if stall_seconds < WORKER_B_POLLS_AT:
+            clock.now = float(stall_seconds)
+            record("worker-a", _finish(q, a, design))
+            clock.now = WORKER_B_POLLS_AT
+            record("worker-b", [("claim", "nothing ready" if not q.claim("worker-b") else "claimed")])
+        else:
+            clock.now = WORKER_B_POLLS_AT
+            (b,) = q.claim("worker-b")
+            record("worker-b", [("claim", f"attempt {b.attempts}")])
+            record("worker-b", _finish(q, b, design))
+            clock.now = float(stall_seconds)
+            record("worker-a", _finish(q, a, design))
+    finally:
+        q.close()
+    return steps
+
+
+def steps_table(steps: list[Step]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(s.t, s.worker, s.action, s.result, s.credits) for s in steps],
+        columns=["t (s)", "worker", "step", "result", "ada's credits"],
+    )
+
+
+def account_before_after(stall_seconds: float = 40.0, folder: Folder = None) -> pd.DataFrame:
+    """Ada's balance before the job and after both workers are done, per design."""
+    rows = []
+    for design in DESIGNS:
+        steps = replay(design, stall_seconds, folder)
+        rows.append({"design": design, "before": steps[0].credits, "after": steps[-1].credits})
+    return pd.DataFrame(rows).set_index("design")
+
+
+def plot_account(table: pd.DataFrame, grant: int = GRANT):
+    """Grouped bars: the balance before and after, per design, against the one grant the job is worth."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    x = range(len(table))
+    ax.bar([i - 0.2 for i in x], table["before"], width=0.4, label="before the job", color="#bbbbbb")
+    ax.bar([i + 0.2 for i in x], table["after"], width=0.4, label="after both workers", color="#4c72b0")
+    ax.axhline(grant, color="#c44e52", linestyle="--", label=f"one grant ({grant} credits)")
+    for i, (before, after) in enumerate(zip(table["before"], table["after"], strict=True)):
+        ax.annotate(str(before), (i - 0.2, before), ha="center", va="bottom")
+        ax.annotate(str(after), (i + 0.2, after), ha="center", va="bottom")
+    labels = {
+        "separate": "effect, then complete()\n(two commits)",
+        "together": "effect inside complete()\n(one commit)",
+    }
+    ax.set_xticks(list(x), [labels.get(d, d) for d in table.index])
+    ax.set_ylabel("ada's balance (credits)")
+    ax.set_ylim(0, max(int(table["after"].max()), grant) * 1.3)
+    ax.set_title("One grant job, a stale worker, two designs")
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+# -- the effect that raises ---------------------------------------------------------
+
+
+class LedgerClosed(RuntimeError):
+    """The demo's failing effect: it has written its row, then gives up."""
+
+
+def failing_ledger_effect(job: Job) -> Effect:
+    """Write the ledger row, then raise: the row must not survive."""
+    write = ledger_effect(job)
+
+    def effect(db: sqlite3.Connection) -> None:
+        write(db)
+        raise LedgerClosed("the ledger is closed for the night")
+
+    return effect
+
+
+def _job_state(q: JobQueue, job_id: int) -> sqlite3.Row:
+    return q.db.execute(
+        "SELECT state, attempts, lease_token, last_error FROM jobs WHERE id = ?", (job_id,)
+    ).fetchone()
+
+
+def effect_that_raises(folder: Folder = None) -> dict[str, object]:
+    """An effect that raises after writing: complete() rolls everything back, the job
+    stays running under the same lease, and fail() then records the error."""
+    clock = FakeClock(0.0)
+    q = JobQueue(db_path("effects_raises", folder), lease_seconds=LEASE_SECONDS, clock=clock, rng=lambda: 0.5)
+    try:
+        q.db.execute(LEDGER_TABLE)
+        q.enqueue("ledger", {})
+        (job,) = q.claim("worker-a")
+        try:
+            q.complete(job, effect=failing_ledger_effect(job))
+            raised = "nothing"
+        except LedgerClosed as exc:
+            raised = f"{type(exc).__name__}: {exc}"
+        ledger_rows = q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
+        during = _job_state(q, job.id)
+        print("complete(effect) raised:", raised)
+        print("ledger rows:", ledger_rows)
+        token = "set" if during["lease_token"] else "none"
+        print(f"job {job.id}: state={during['state']} attempts={during['attempts']} token={token}")
+        outcome = q.fail(job, raised)
+        print("fail() returned:", outcome)
+        after = _job_state(q, job.id)
+        state = f"state={after['state']} attempts={after['attempts']}"
+        print(f"job {job.id}: {state} last_error={after['last_error']}")
+        return {
+            "raised": raised,
+            "ledger_rows": ledger_rows,
+            "state_after_raise": during["state"],
+            "token_kept": during["lease_token"] == job.lease_token,
+            "fail": outcome,
+            "state_after_fail": after["state"],
+            "last_error": after["last_error"],
+        }
+    finally:
+        q.close()
+
+
+# -- the widget ----------------------------------------------------------------------
+
+
+def figure_png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+def effects_panel(folder: Folder = None):
+    """Choose the design and how long worker-a stalls; see every step and the balance."""
+    import ipywidgets as widgets
+
+    design = widgets.ToggleButtons(
+        options=[("effect, then complete()", "separate"), ("effect inside complete()", "together")],
+        value="separate",
+        description="design",
+    )
+    stall = widgets.FloatSlider(
+        value=40.0, min=5.0, max=60.0, step=1.0, description="stall (s)", continuous_update=False
+    )
+    summary = widgets.HTML()
+    table = widgets.HTML()
+    picture = widgets.Image(format="png")
+
+    def refresh(_change: object = None) -> None:
+        steps = replay(design.value, stall.value, folder)
+        lease_note = "after" if stall.value >= WORKER_B_POLLS_AT else "before"
+        summary.value = (
+            f"<b>worker-a wakes up at t={stall.value:.0f} s, {lease_note} worker-b looks for work "
+            f"(t={WORKER_B_POLLS_AT:.0f} s, lease {LEASE_SECONDS:.0f} s): ada ends with "
+            f"{steps[-1].credits} credits.</b>"
+        )
+        table.value = steps_table(steps).to_html(index=False)
+        picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))
+
+    design.observe(refresh, names="value")
+    stall.observe(refresh, names="value")
+    refresh()
+    return widgets.VBox([widgets.HBox([design, stall]), summary, table, picture])

@@ -1,0 +1,64 @@
+"""The effect-in-transaction lab: replays, the raising effect, and the widget."""
+
+from __future__ import annotations
+
+import pytest
+
+from labqueue import InvalidArgument
+from labqueue.lab import effects
+
+
+def test_stale_worker_credits_twice_only_with_separate_commits(tmp_path):
+    separate = effects.replay("separate", 40, tmp_path)
+    together = effects.replay("together", 40, tmp_path)
+    assert separate[-1].credits == 20
+    assert together[-1].credits == 10
+    # In both designs worker-a's late complete() is refused; only the effect's placement differs.
+    assert separate[-1].worker == together[-1].worker == "worker-a"
+    assert separate[-1].result == together[-1].result == "False"
+
+
+@pytest.mark.parametrize("design", effects.DESIGNS)
+def test_a_worker_back_before_anyone_else_looks_is_counted_once(tmp_path, design):
+    steps = effects.replay(design, 20, tmp_path)
+    assert steps[-1].credits == 10
+    assert (steps[-1].worker, steps[-1].result) == ("worker-b", "nothing ready")
+
+
+def test_account_before_after(tmp_path):
+    table = effects.account_before_after(45, tmp_path)
+    assert table.to_dict() == {
+        "before": {"separate": 0, "together": 0},
+        "after": {"separate": 20, "together": 10},
+    }
+    fig = effects.plot_account(table)
+    assert fig.axes[0].get_ylabel() == "ada's balance (credits)"
+
+
+@pytest.mark.parametrize("bad", [("both", 40), ("separate", 0), ("separate", "40"), ("together", True)])
+def test_bad_input_is_named(tmp_path, bad):
+    design, stall = bad
+    with pytest.raises(InvalidArgument, match=r"design|stall_seconds"):
+        effects.replay(design, stall, tmp_path)
+
+
+def test_an_effect_that_raises_rolls_back_and_the_job_can_still_fail(tmp_path, capsys):
+    result = effects.effect_that_raises(tmp_path)
+    assert result["ledger_rows"] == 0
+    assert result["state_after_raise"] == "running"
+    assert result["token_kept"] is True
+    assert result["fail"] == "queued"
+    assert result["last_error"].startswith("LedgerClosed")
+    assert "ledger rows: 0" in capsys.readouterr().out
+
+
+def test_panel_shows_a_replay_at_once_and_follows_its_controls(tmp_path):
+    panel = effects.effects_panel(tmp_path)
+    (design, stall), summary, table, picture = panel.children[0].children, *panel.children[1:]
+    assert "20 credits" in summary.value and "worker-a" in table.value and picture.value
+    design.value = "together"
+    assert "10 credits" in summary.value
+    first_picture = picture.value
+    stall.value = 10.0
+    assert "before worker-b" in summary.value and "nothing ready" in table.value
+    assert picture.value != first_picture
