@@ -1,0 +1,113 @@
+import sqlite3
+
+import matplotlib.pyplot as plt
+import pytest
+
+from labqueue import InvalidArgument
+from labqueue.lab import race, race_view
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "race.db"
+    race.create_race_db(path, 5)
+    db = race.connect(path)
+    yield db
+    db.close()
+
+
+@pytest.mark.parametrize("name", list(race.STRATEGIES))
+def test_each_strategy_claims_every_job_once_when_alone(table, name):
+    claim = race.STRATEGIES[name]
+    got = [claim(table, "w0") for _ in range(6)]
+    assert got == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (None, 0)]
+    assert table.execute("SELECT COUNT(*) FROM jobs WHERE claimed_by = 'w0'").fetchone()[0] == 5
+
+
+def test_naive_claims_a_row_another_worker_already_took(table):
+    # Another worker claims job 1 between our look and our write: naive takes it anyway.
+    row = table.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+    table.execute("UPDATE jobs SET state = 'running', claimed_by = 'other' WHERE id = ?", row)
+    table.execute("UPDATE jobs SET state = 'running', claimed_by = 'w0' WHERE id = ?", row)
+    assert table.execute("SELECT claimed_by FROM jobs WHERE id = 1").fetchone()[0] == "w0"
+
+
+def test_cas_counts_a_lost_race_and_looks_again(table, monkeypatch):
+    # The first look returns a job that is already running, as if a rival got there first.
+    table.execute("UPDATE jobs SET state = 'running' WHERE id = 1")
+
+    class StaleFirstLook:
+        def __init__(self, db):
+            self.db, self.looks = db, 0
+
+        def execute(self, sql, params=()):
+            if sql.startswith("SELECT") and self.looks == 0:
+                self.looks += 1
+                return self.db.execute("SELECT 1")
+            return self.db.execute(sql, params)
+
+    assert race.claim_cas(StaleFirstLook(table), "w0") == (2, 1)
+
+
+def test_bad_sizes_and_strategy_are_named():
+    with pytest.raises(InvalidArgument, match=r"n_jobs .* got 0"):
+        race.check_size(0, 4)
+    with pytest.raises(InvalidArgument, match=r"workers .* got 'four'"):
+        race.check_size(10, "four")
+    with pytest.raises(InvalidArgument, match="'greedy'"):
+        race.race("greedy", 10, 2)
+
+
+def test_summarize_counts_duplicates_from_the_results_db(tmp_path):
+    path = tmp_path / "results.db"
+    db = sqlite3.connect(path)
+    db.executescript(race.RESULTS_TABLES)
+    db.executemany("INSERT INTO claims VALUES (?, ?)", [("w0", 1), ("w0", 2), ("w1", 2), ("w1", 3)])
+    db.executemany("INSERT INTO workers VALUES (?, ?, ?, ?)", [("w0", 2, 0, 10.5), ("w1", 2, 3, 11.0)])
+    db.commit()
+    db.close()
+    r = race.summarize("naive", 3, path, started=10.0)
+    assert (r.claims, r.distinct, r.duplicates, r.wasted, r.workers, r.seconds) == (4, 3, 1, 3, 2, 1.0)
+
+
+@pytest.mark.slow
+def test_real_race_atomic_claims_each_job_exactly_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    r = race.race("atomic", 300, 2)
+    assert (r.claims, r.distinct, r.duplicates, r.wasted, r.workers) == (300, 300, 0, 0, 2)
+
+
+def fake_runner(n_jobs, workers, *, progress):
+    return [
+        race.RaceResult("naive", n_jobs, workers, n_jobs + 7, n_jobs, 7, 0, 0.1),
+        race.RaceResult("cas", n_jobs, workers, n_jobs, n_jobs, 0, 5, 0.1),
+        race.RaceResult("atomic", n_jobs, workers, n_jobs, n_jobs, 0, 0, 0.1),
+    ]
+
+
+def test_side_by_side_scales_to_per_thousand_jobs():
+    table = race_view.side_by_side(fake_runner(1000, 4, progress=False))
+    mine = table[table.source == "this run"].set_index("strategy")
+    tutorial = table[table.source == "tutorial"].set_index("strategy")
+    assert mine.loc["naive", "duplicates per 1,000 jobs"] == 7.0
+    assert tutorial.loc["naive", "duplicates per 1,000 jobs"] == 266.6  # 5,331 of 20,000
+    assert tutorial.loc["cas", "wasted retries per 1,000 jobs"] == 232.7
+
+
+def test_plot_has_two_labelled_panels():
+    fig = race_view.plot_race(fake_runner(1000, 4, progress=False))
+    assert len(fig.axes) == 2
+    assert all(ax.get_ylabel() and ax.get_xlabel() for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_panel_runs_the_race_with_the_sliders_values():
+    panel = race_view.RacePanel(runner=fake_runner)
+    assert "Run the race" in panel.status.value  # visible before any run
+    panel.jobs.value, panel.workers.value = 1500, 3
+    panel.button.click()
+    assert [(r.jobs, r.workers) for r in panel.results] == [(1500, 3)] * 3
+    assert "<b>7</b> duplicate claims" in panel.status.value
+    assert not panel.button.disabled
+    assert "<table" in panel.table.value and ">1507<" in panel.table.value
+    assert bytes(panel.chart.value).startswith(b"\x89PNG")
