@@ -135,6 +135,6 @@ def figure_png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def race_panel(initial: Sequence[RaceResult] | None = None) -> RacePanel:
-    """The notebook's widget panel; show it with `race_panel(results).widget`."""
-    return RacePanel(initial)
+def race_panel(initial: Sequence[RaceResult] | None = None):
+    """The notebook's widget panel, showing `initial` results until the first run."""
+    return RacePanel(initial).widget
