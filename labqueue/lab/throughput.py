@@ -268,7 +268,8 @@ def summarize(runs: Any) -> Any:
     keys = ["config", "workers", "per_claim", "synchronous"]
     grouped = runs.groupby(keys, sort=False)["jobs_per_s"]
     table = grouped.agg(median="median", lowest="min", highest="max", rounds="count").reset_index()
-    table = table.rename(columns={"median": "jobs_per_s"})
+    table = table.rename(columns={"median": "jobs_per_s"}).drop(columns=keys[1:])
+    table["jobs_per_s"] = table["jobs_per_s"].round().astype(int)
     table["tutorial_jobs_per_s"] = table["config"].map(tutorial)
     return table
 
