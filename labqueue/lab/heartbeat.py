@@ -1,0 +1,323 @@
+"""Notebook 06: a job longer than its lease, with and without a heartbeat.
+
+Two worker threads share one job. A sampler thread reads the job's row every few
+milliseconds from its own connection, so the timeline plot shows the lease
+deadline as the database held it, not as the workers believed it to be.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InvalidArgument
+from ..keepalive import KeepAlive
+from ..queue import JobQueue
+from ..scratch import db_path
+from ..walks import Folder
+
+POLL_SECONDS = 0.05  # how often an idle worker asks for a job
+SAMPLE_SECONDS = 0.01  # how often the sampler reads the job's row
+SECOND_WORKER_DELAY = 0.3
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float  # seconds since the scenario started
+    worker: str
+    what: str
+
+
+@dataclass
+class Run:
+    """What one scenario did, as recorded while it ran."""
+
+    name: str
+    lease: float
+    work: float
+    heartbeat: bool
+    interval: float | None = None
+    runs: list[str] = field(default_factory=list)  # one entry per handler run
+    completes: dict[str, bool] = field(default_factory=dict)
+    beats: int | None = None
+    lost: bool = False
+    lost_after: float | None = None
+    empty_polls: dict[str, list[float]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    deadline: list[tuple[float, float, str]] = field(default_factory=list)  # (t, deadline, worker)
+
+    def claims_by(self, worker: str) -> list[Event]:
+        return [e for e in self.events if e.worker == worker and e.what.startswith("claim")]
+
+
+def _check_seconds(name: str, value: object, low: float, high: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not low <= value <= high:
+        raise InvalidArgument(f"{name} must be a number of seconds from {low} to {high}, got {value!r}")
+    return float(value)
+
+
+class _Sampler:
+    """Reads the job's lease deadline from its own connection until stopped."""
+
+    def __init__(self, path: Path, t0: float, run: Run) -> None:
+        self.path, self.t0, self.run = path, t0, run
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease-sampler", daemon=True)
+
+    def _loop(self) -> None:
+        db = sqlite3.connect(str(self.path), timeout=5.0)
+        try:
+            while not self._stop.is_set():
+                row = db.execute("SELECT visible_at, state, worker FROM jobs WHERE id = 1").fetchone()
+                if row and row[1] == "running":
+                    self.run.deadline.append((time.time() - self.t0, row[0] - self.t0, row[2]))
+                self._stop.wait(SAMPLE_SECONDS)
+        finally:
+            db.close()
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def scenario(
+    heartbeat: bool,
+    *,
+    lease: float = 1.0,
+    work: float = 3.0,
+    interval: float | None = None,
+    second_worker_delay: float = SECOND_WORKER_DELAY,
+    folder: Folder = None,
+) -> Run:
+    """One 'report' job, worker w1 from t=0 and w2 from `second_worker_delay`. Each
+    works on the first job it gets for `work` seconds (with a KeepAlive if
+    `heartbeat`), then reports. w2 gives up once the job is finished."""
+    lease = _check_seconds("lease", lease, 0.1, 30)
+    work = _check_seconds("work", work, 0.0, 60)
+    if interval is not None:
+        interval = _check_seconds("interval", interval, 0.01, lease)
+    name = "keepalive" if heartbeat else "no_heartbeat"
+    run = Run(name, lease, work, heartbeat, interval if heartbeat else None)
+    path = db_path(f"heartbeat_{name}", folder)
+    with JobQueue(path, lease_seconds=lease) as q:
+        q.enqueue("report", {})
+    lock = threading.Lock()
+    horizon = work * 2 + lease + 2.0  # a safety stop; normally the job finishes long before
+
+    def note(worker: str, what: str) -> None:
+        with lock:
+            run.events.append(Event(time.time() - t0, worker, what))
+
+    def worker(worker_id: str, start_delay: float) -> None:
+        time.sleep(start_delay)
+        with JobQueue(path, lease_seconds=lease, schema=None) as wq:  # one connection per thread
+            while time.time() - t0 < horizon:
+                jobs = wq.claim(worker_id)
+                if not jobs:
+                    state = wq.db.execute("SELECT state FROM jobs WHERE id = 1").fetchone()[0]
+                    if state in ("done", "dead"):
+                        return
+                    with lock:
+                        run.empty_polls.setdefault(worker_id, []).append(time.time() - t0)
+                    time.sleep(POLL_SECONDS)
+                    continue
+                (job,) = jobs
+                note(worker_id, f"claim (attempt {job.attempts})")
+                with lock:
+                    run.runs.append(f"{worker_id} attempt {job.attempts}")
+                if heartbeat:
+                    with KeepAlive(path, job, lease_seconds=lease, interval=interval) as hb:
+                        time.sleep(work)  # the handler's "work"
+                    run.beats = hb.beats
+                else:
+                    time.sleep(work)
+                accepted = wq.complete(job)
+                run.completes[worker_id] = accepted
+                note(worker_id, f"complete() -> {accepted}")
+                return
+
+    t0 = time.time()
+    threads = [
+        threading.Thread(target=worker, args=("w1", 0.0)),
+        threading.Thread(target=worker, args=("w2", second_worker_delay)),
+    ]
+    with _Sampler(path, t0, run):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    run.events.sort(key=lambda e: e.t)
+    return run
+
+
+def lost_lease(
+    *, lease: float = 1.0, interval: float = 0.2, takeover_after: float = 0.5, folder: Folder = None
+) -> Run:
+    """w1 works under a KeepAlive; at `takeover_after` its lease is expired by hand and
+    w2 claims the job. Returns when w1's heartbeat has noticed (or after 3 s)."""
+    lease = _check_seconds("lease", lease, 0.1, 30)
+    interval = _check_seconds("interval", interval, 0.01, lease)
+    run = Run("lost", lease, takeover_after, True, interval)
+    path = db_path("heartbeat_lost", folder)
+    with JobQueue(path, lease_seconds=lease) as q, JobQueue(path, lease_seconds=lease, schema=None) as other:
+        q.enqueue("report", {})
+        t0 = time.time()
+        with _Sampler(path, t0, run):
+            (job,) = q.claim("w1")
+            run.events.append(Event(time.time() - t0, "w1", f"claim (attempt {job.attempts})"))
+            run.runs.append(f"w1 attempt {job.attempts}")
+            with KeepAlive(path, job, lease_seconds=lease, interval=interval) as hb:
+                time.sleep(takeover_after)
+                # A long stall would do this in real life; the demo ends the lease at once.
+                other.db.execute("UPDATE jobs SET visible_at = 0 WHERE id = ?", (job.id,))
+                (taken,) = other.claim("w2")
+                run.events.append(Event(time.time() - t0, "w2", f"claim (attempt {taken.attempts})"))
+                run.runs.append(f"w2 attempt {taken.attempts}")
+                while not hb.lost.is_set() and time.time() - t0 < takeover_after + 3:
+                    time.sleep(0.01)  # a handler would look at hb.lost between steps of its work
+                run.lost = hb.lost.is_set()
+                run.lost_after = time.time() - t0
+                run.events.append(Event(run.lost_after, "w1", f"heartbeat refused, lost={run.lost}"))
+            run.beats = hb.beats
+            run.completes["w2"] = other.complete(taken)
+    return run
+
+
+def describe(run: Run) -> list[str]:
+    """The tutorial's summary lines for one run."""
+    if run.name == "lost":
+        w2 = run.runs[-1].split()[-1]
+        seen = f"w1 saw lost={run.lost} after {run.lost_after:.1f}s"
+        return [f"w2 holds the job (attempt {w2}); {seen} and stops working"]
+    lines = [f"handler ran {len(run.runs)} time(s): {', '.join(run.runs)}"]
+    for worker_id in sorted(run.completes):
+        beats = f" heartbeats={run.beats}" if run.heartbeat and worker_id == "w1" else ""
+        lines.append(f"  {worker_id}: complete={run.completes[worker_id]}{beats}")
+    return lines
+
+
+def summary_table(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        rows.append(
+            {
+                "scenario": run.name,
+                "lease (s)": run.lease,
+                "work (s)": None if run.name == "lost" else run.work,
+                "handler runs": len(run.runs),
+                "who ran it": ", ".join(run.runs),
+                "w1 complete()": run.completes.get("w1"),
+                "w2 complete()": run.completes.get("w2"),
+                "heartbeats": run.beats,
+                "lost noticed after (s)": None if run.lost_after is None else round(run.lost_after, 2),
+            }
+        )
+    return pd.DataFrame(rows).set_index("scenario")
+
+
+COLOURS = {"no_heartbeat": "#c44e52", "keepalive": "#4c72b0", "lost": "#8172b2"}
+
+
+def plot_timeline(runs: list[Run]):
+    """The lease deadline the database held, against time, for each run; w2's claims marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    end = max([e.t for run in runs for e in run.events] + [run.work for run in runs] + [1.0])
+    ax.plot([0, end], [0, end], color="#999999", linestyle=":", linewidth=1, label="now (lease ended below)")
+    for run in runs:
+        colour = COLOURS.get(run.name, "black")
+        for worker_id, style in (("w1", "-"), ("w2", "--")):
+            samples = [(t, d) for t, d, w in run.deadline if w == worker_id]
+            if samples:
+                ts, ds = zip(*samples, strict=True)
+                label = f"{run.name}: {worker_id}'s lease deadline"
+                ax.step(ts, ds, where="post", color=colour, linestyle=style, label=label)
+        for event in run.claims_by("w2"):
+            ax.plot(event.t, event.t, marker="X", markersize=10, color=colour, linestyle="none")
+            ax.annotate(
+                f"w2 claims ({run.name})",
+                (event.t, event.t),
+                xytext=(6, -12),
+                textcoords="offset points",
+                fontsize="small",
+                color=colour,
+            )
+        polls = run.empty_polls.get("w2", [])
+        if polls and not run.claims_by("w2"):
+            ax.hlines(0.05 * end, polls[0], polls[-1], color=colour, linewidth=4)
+            ax.annotate(
+                f"w2 polls {len(polls)}×, claims nothing ({run.name})",
+                (polls[0], 0.05 * end),
+                xytext=(0, 5),
+                textcoords="offset points",
+                fontsize="small",
+                color=colour,
+            )
+    ax.set_xlabel("time since w1 claimed (s)")
+    ax.set_ylabel("lease deadline (s)")
+    ax.set_xlim(0, end * 1.05)
+    ax.set_ylim(0, end * 1.15)
+    ax.legend(loc="upper left", fontsize="x-small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+def run_pair(lease: float, work: float, folder: Folder = None) -> list[Run]:
+    """The two scenarios the widget compares, with the same lease and work length."""
+    return [
+        scenario(False, lease=lease, work=work, folder=folder),
+        scenario(True, lease=lease, work=work, folder=folder),
+    ]
+
+
+def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
+    """Sliders for the lease and the work; the button runs both scenarios (real threads,
+    so it takes about as long as the work does, twice)."""
+    import ipywidgets as widgets
+
+    lease = widgets.FloatSlider(value=1.0, min=0.2, max=3.0, step=0.1, description="lease (s)")
+    work = widgets.FloatSlider(value=3.0, min=0.2, max=6.0, step=0.1, description="work (s)")
+    button = widgets.Button(description="run both scenarios", button_style="primary")
+    status = widgets.HTML()
+    table = widgets.HTML()
+    picture = widgets.Image(format="png")
+
+    def show(runs: list[Run], note: str) -> None:
+        status.value = note
+        table.value = summary_table(runs).to_html()
+        picture.value = figure_png(plot_timeline(runs))
+
+    def on_run(_button: object = None) -> None:
+        button.disabled = True
+        status.value = f"running: lease {lease.value:.1f} s, work {work.value:.1f} s …"
+        try:
+            runs = run_pair(lease.value, work.value, folder)
+            show(runs, f"<b>lease {lease.value:.1f} s, work {work.value:.1f} s</b>")
+        finally:
+            button.disabled = False
+
+    button.on_click(on_run)
+    if initial:
+        show(initial, "<b>the runs above</b>; move the sliders and press the button to run again")
+    else:
+        status.value = "<b>move the sliders and press the button to run both scenarios</b>"
+    return widgets.VBox([widgets.HBox([lease, work, button]), status, table, picture])
