@@ -1,0 +1,255 @@
+"""Notebook 02: one job's lease on a fake clock, as a trace, a timeline and a playground."""
+
+from __future__ import annotations
+
+import html
+import itertools
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..clock import FakeClock
+from ..errors import InvalidArgument
+from ..queue import Job, JobQueue
+from ..scratch import db_path
+
+LEASE = 30.0
+START = 1000.0
+WORKERS = ("worker-a", "worker-b")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The job's row just after one step of the walk."""
+
+    t: float
+    step: str
+    result: str
+    state: str
+    attempts: int
+    visible_at: float
+    worker: str | None
+    token: str | None
+
+
+def snapshot(q: JobQueue, step: str, result: object = "") -> Snapshot:
+    r = q.db.execute(
+        "SELECT state, attempts, visible_at, worker, lease_token FROM jobs WHERE id = 1"
+    ).fetchone()
+    return Snapshot(
+        t=q.clock(),
+        step=step,
+        result=str(result),
+        state=r["state"],
+        attempts=r["attempts"],
+        visible_at=r["visible_at"],
+        worker=r["worker"],
+        token=r["lease_token"][:8] if r["lease_token"] else None,
+    )
+
+
+def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
+    """The walk of walks.leases(), step by step, keeping the row after every step."""
+    clock = FakeClock(START)
+    with JobQueue(db_path("leases_trace", folder), lease_seconds=LEASE, clock=clock) as q:
+        q.enqueue("email", {"to": "ada@example.com"})
+        trace = [snapshot(q, "enqueue")]
+        (a,) = q.claim("worker-a")
+        trace.append(snapshot(q, "worker-a claims", f"attempt {a.attempts}"))
+        clock.now = 1010
+        trace.append(snapshot(q, "worker-b claims", q.claim("worker-b")))
+        clock.now = 1031
+        (b,) = q.claim("worker-b")
+        trace.append(snapshot(q, "worker-b claims", f"attempt {b.attempts}"))
+        trace.append(snapshot(q, "worker-a completes", q.complete(a)))
+        trace.append(snapshot(q, "worker-b completes", q.complete(b)))
+    return trace
+
+
+def trace_frame(trace: list[Snapshot]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(s) for s in trace])
+
+
+def plot_lease_timeline(trace: list[Snapshot], until: float = 1070.0):
+    """The job's lease deadline (visible_at) against fake time, with the state as
+    coloured bands. Wherever the clock line lies above the deadline, a claim may
+    take the job."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ts = [s.t for s in trace] + [until]
+    deadlines = [s.visible_at for s in trace]
+    ax.step(
+        [*ts[:-1], until], [*deadlines, deadlines[-1]], where="post", color="tab:red", label="lease deadline"
+    )
+    ax.plot([ts[0], until], [ts[0], until], color="gray", linestyle=":", label="now (the clock)")
+    colors = {"queued": "#dddddd", "worker-a": "#9ecae1", "worker-b": "#a1d99b", "done": "#fdd49e"}
+    for start, end, label in state_bands(trace, until):
+        ax.axvspan(start, end, color=colors.get(label, "white"), alpha=0.6, linewidth=0)
+        ax.text(
+            (start + end) / 2,
+            0.97,
+            label.replace(" ", "\n"),
+            ha="center",
+            va="top",
+            fontsize=7,
+            transform=ax.get_xaxis_transform(),
+        )
+    for s in trace:
+        refused = s.result in ("[]", "False")
+        if refused or s.result.startswith("attempt"):
+            ax.plot(s.t, s.visible_at, "kx" if refused else "ko", markersize=7 if refused else 4)
+            ax.annotate(
+                f"{s.step}: {s.result}",
+                (s.t, s.visible_at),
+                textcoords="offset points",
+                xytext=(4, -12 if refused else 3),
+                fontsize=7,
+            )
+    ax.set_xlim(ts[0] - 2, until)
+    ax.set_xlabel("fake time (s)")
+    ax.set_ylabel("lease deadline,\nvisible_at (s)")
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def state_bands(trace: list[Snapshot], until: float) -> list[tuple[float, float, str]]:
+    """(start, end, label) spans: queued, the holder's live lease, an expired lease
+    that any worker may claim, done. Zero-length spans are left out."""
+    marks = [(s.t, s.worker if s.state == "running" else s.state, s.visible_at) for s in trace]
+    marks.append((until, "", until))
+    bands: list[tuple[float, float, str]] = []
+    for (start, label, deadline), (end, _, _) in itertools.pairwise(marks):
+        spans = [(start, end, label)]
+        if label not in ("queued", "done") and deadline < end:  # the lease ran out in this span
+            spans = [(start, deadline, label), (deadline, end, "expired, claimable")]
+        for a, b, name in spans:
+            if b <= a:
+                continue
+            if bands and bands[-1][2] == name and bands[-1][1] == a:
+                bands[-1] = (bands[-1][0], b, name)
+            else:
+                bands.append((a, b, name))
+    return bands
+
+
+class LeasePlayground:
+    """One job on a fake clock that the learner drives: move the clock, claim as
+    worker-a or worker-b, complete as either. Each worker keeps the last Job its
+    claim returned, so a stale worker completes with its stale token."""
+
+    def __init__(self, folder: str | Path | None = None, lease_seconds: float = LEASE) -> None:
+        self.folder = folder
+        self.lease_seconds = lease_seconds
+        self.q: JobQueue | None = None
+        self.reset()
+
+    def reset(self) -> str:
+        if self.q is not None:
+            self.q.close()
+        self.clock = FakeClock(START)
+        self.q = JobQueue(
+            db_path("lease_playground", self.folder), lease_seconds=self.lease_seconds, clock=self.clock
+        )
+        self.q.enqueue("email", {"to": "ada@example.com"})
+        self.held: dict[str, Job] = {}
+        self.log: list[str] = []
+        return self._say(
+            f"t={self.clock.now:.0f}  a fresh job is queued; leases last {self.lease_seconds:.0f} s"
+        )
+
+    def advance(self, seconds: float) -> str:
+        if not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise InvalidArgument(f"the clock only moves forward here, got {seconds!r} seconds")
+        self.clock.advance(seconds)
+        return self._say(f"t={self.clock.now:.0f}  clock moved +{seconds:g} s")
+
+    def claim(self, worker: str) -> str:
+        self._check(worker)
+        jobs = self.q.claim(worker)
+        if not jobs:
+            return self._say(f"t={self.clock.now:.0f}  {worker} claims: [] (nothing visible)")
+        self.held[worker] = jobs[0]
+        return self._say(
+            f"t={self.clock.now:.0f}  {worker} claims: attempt {jobs[0].attempts}, "
+            f"lease until {jobs[0].lease_expires_at:.0f}"
+        )
+
+    def complete(self, worker: str) -> str:
+        self._check(worker)
+        job = self.held.get(worker)
+        if job is None:
+            return self._say(f"t={self.clock.now:.0f}  {worker} holds no claim to complete")
+        return self._say(f"t={self.clock.now:.0f}  {worker} complete(): {self.q.complete(job)}")
+
+    def row(self) -> dict[str, object]:
+        return asdict(snapshot(self.q, "now"))
+
+    def _check(self, worker: str) -> None:
+        if worker not in WORKERS:
+            raise InvalidArgument(f"worker must be one of {', '.join(WORKERS)}, got {worker!r}")
+
+    def _say(self, line: str) -> str:
+        self.log.append(line)
+        return line
+
+    def html(self) -> str:
+        r = self.row()
+        claimable = r["state"] in ("queued", "running") and r["visible_at"] <= self.clock.now
+        cells = "".join(
+            f"<td style='padding:2px 8px'>{html.escape(str(r[k]))}</td>"
+            for k in ("state", "attempts", "visible_at", "worker", "token")
+        )
+        heads = "".join(
+            f"<th style='padding:2px 8px'>{k}</th>"
+            for k in ("state", "attempts", "visible_at", "worker", "token")
+        )
+        log = "<br>".join(html.escape(line) for line in self.log[-6:])
+        return (
+            f"<b>now: t={self.clock.now:.0f}</b> &nbsp; claimable: <b>{'yes' if claimable else 'no'}</b>"
+            f"<table><tr>{heads}</tr><tr>{cells}</tr></table>"
+            f"<div style='font-family:monospace;font-size:90%'>{log}</div>"
+        )
+
+
+def lease_panel(folder: str | Path | None = None):
+    """Buttons that drive a LeasePlayground, and the job's row shown live."""
+    return LeasePanel(LeasePlayground(folder)).widget
+
+
+class LeasePanel:
+    def __init__(self, playground: LeasePlayground) -> None:
+        import ipywidgets as w
+
+        self.playground = playground
+        self.view = w.HTML(playground.html())
+        self.buttons: dict[str, w.Button] = {}
+        actions = {
+            "+1 s": lambda: playground.advance(1),
+            "+10 s": lambda: playground.advance(10),
+            "+30 s": lambda: playground.advance(30),
+            "worker-a claims": lambda: playground.claim("worker-a"),
+            "worker-b claims": lambda: playground.claim("worker-b"),
+            "worker-a completes": lambda: playground.complete("worker-a"),
+            "worker-b completes": lambda: playground.complete("worker-b"),
+            "reset": playground.reset,
+        }
+        for label, action in actions.items():
+            button = w.Button(description=label, layout=w.Layout(width="auto"))
+            button.on_click(lambda _, act=action: self._do(act))
+            self.buttons[label] = button
+        b = self.buttons
+        self.widget = w.VBox(
+            [
+                w.HBox([b["+1 s"], b["+10 s"], b["+30 s"], b["reset"]]),
+                w.HBox([b["worker-a claims"], b["worker-a completes"]]),
+                w.HBox([b["worker-b claims"], b["worker-b completes"]]),
+                self.view,
+            ]
+        )
+
+    def _do(self, action) -> None:
+        action()
+        self.view.value = self.playground.html()

@@ -1,0 +1,73 @@
+import matplotlib.pyplot as plt
+import pytest
+
+from labqueue import InvalidArgument
+from labqueue.lab import leases
+
+
+def test_trace_follows_the_tutorials_walk(tmp_path):
+    trace = leases.trace_leases(tmp_path)
+    got = [(s.t, s.result, s.state, s.attempts, s.visible_at, s.worker) for s in trace]
+    assert got == [
+        (1000, "", "queued", 0, 1000, None),
+        (1000, "attempt 1", "running", 1, 1030, "worker-a"),
+        (1010, "[]", "running", 1, 1030, "worker-a"),
+        (1031, "attempt 2", "running", 2, 1061, "worker-b"),
+        (1031, "False", "running", 2, 1061, "worker-b"),
+        (1031, "True", "done", 2, 1061, "worker-b"),
+    ]
+
+
+def test_state_bands_split_the_lease_where_it_ran_out(tmp_path):
+    bands = leases.state_bands(leases.trace_leases(tmp_path), until=1070)
+    assert bands == [(1000, 1030, "worker-a"), (1030, 1031, "expired, claimable"), (1031, 1070, "done")]
+
+
+def test_timeline_plot_is_labelled(tmp_path):
+    fig = leases.plot_lease_timeline(leases.trace_leases(tmp_path))
+    ax = fig.axes[0]
+    assert "fake time (s)" in ax.get_xlabel() and "visible_at" in ax.get_ylabel()
+    plt.close(fig)
+
+
+@pytest.fixture
+def playground(tmp_path):
+    p = leases.LeasePlayground(tmp_path)
+    yield p
+    p.q.close()
+
+
+def test_playground_late_token_is_refused(playground):
+    assert "attempt 1" in playground.claim("worker-a")
+    assert "[]" in playground.claim("worker-b")
+    playground.advance(29)
+    assert "[]" in playground.claim("worker-b")  # t=1029: one second of worker-a's lease is left
+    playground.advance(1)
+    assert "attempt 2, lease until 1060" in playground.claim("worker-b")  # the deadline has come
+    assert playground.complete("worker-a").endswith("False")
+    assert playground.complete("worker-b").endswith("True")
+    assert playground.row()["state"] == "done"
+
+
+def test_playground_rejects_bad_input(playground):
+    with pytest.raises(InvalidArgument, match="worker-c"):
+        playground.claim("worker-c")
+    with pytest.raises(InvalidArgument, match="-5"):
+        playground.advance(-5)
+    assert "holds no claim" in playground.complete("worker-b")
+
+
+def test_panel_buttons_drive_the_playground(tmp_path):
+    panel = leases.LeasePanel(leases.LeasePlayground(tmp_path))
+    assert "<table>" in panel.view.value and "queued" in panel.view.value  # visible at once
+    panel.buttons["worker-a claims"].click()
+    assert "worker-a" in panel.view.value and "running" in panel.view.value
+    panel.buttons["+30 s"].click()
+    panel.buttons["+1 s"].click()
+    assert "t=1031" in panel.view.value and "claimable: <b>yes</b>" in panel.view.value
+    panel.buttons["worker-b claims"].click()
+    panel.buttons["worker-b completes"].click()
+    assert "done" in panel.view.value and "worker-b complete(): True" in panel.view.value
+    panel.buttons["reset"].click()
+    assert panel.playground.row()["state"] == "queued" and "t=1000" in panel.view.value
+    panel.playground.q.close()
