@@ -1,0 +1,267 @@
+"""Notebook 07: full-jitter backoff, dead letters, and the job that kills its worker.
+
+The delays come from JobQueue.backoff_delay itself, so the plot shows the
+package's formula, not a copy of it. The poison rounds start real worker
+processes; the design that never stops is simulated on a fake clock.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..clock import FakeClock
+from ..errors import InvalidArgument
+from ..procs import kill_tree, start_worker
+from ..queue import JobQueue
+from ..scratch import db_path
+from ..walks import Folder
+
+# -- full jitter ---------------------------------------------------------------------
+
+
+def _number(name: str, value: object, low: float, high: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not low <= value <= high:
+        raise InvalidArgument(f"{name} must be a number from {low} to {high}, got {value!r}")
+    return float(value)
+
+
+def _whole(name: str, value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidArgument(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def jitter_delays(
+    n_jobs: int = 500,
+    *,
+    base: float = 1.0,
+    cap: float = 60.0,
+    max_attempts: int = 8,
+    seed: int = 7,
+    folder: Folder = None,
+) -> pd.DataFrame:
+    """The retry delay after each failed attempt, for `n_jobs` jobs that fail every
+    time: one row per (job, attempt), with the attempt's ceiling. The last attempt
+    has no retry (the job is dead), so attempts run 1 to max_attempts - 1."""
+    n_jobs = _whole("n_jobs", n_jobs, 1, 100_000)
+    base = _number("base", base, 0.001, 3600)
+    cap = _number("cap", cap, 0.001, 86_400)
+    max_attempts = _whole("max_attempts", max_attempts, 2, 30)
+    settings = dict(backoff_base=base, backoff_cap=cap, max_attempts=max_attempts, schema=None)
+    path = db_path("retries_jitter", folder)
+    # rng=1.0 turns the package's own formula into the ceiling it draws under.
+    with (
+        JobQueue(path, rng=random.Random(seed).random, **settings) as q,
+        JobQueue(path, rng=lambda: 1.0, **settings) as top,
+    ):
+        rows = [
+            (job, attempt, top.backoff_delay(attempt), q.backoff_delay(attempt))
+            for job in range(n_jobs)
+            for attempt in range(1, max_attempts)
+        ]
+    return pd.DataFrame(rows, columns=["job", "attempt", "ceiling (s)", "delay (s)"])
+
+
+def jitter_summary(delays: pd.DataFrame) -> pd.DataFrame:
+    """Per attempt: the ceiling and how the delays spread under it."""
+    grouped = delays.groupby("attempt")["delay (s)"]
+    table = pd.DataFrame(
+        {
+            "ceiling (s)": delays.groupby("attempt")["ceiling (s)"].first(),
+            "min (s)": grouped.min(),
+            "median (s)": grouped.median(),
+            "max (s)": grouped.max(),
+            "mean / ceiling": grouped.mean() / delays.groupby("attempt")["ceiling (s)"].first(),
+        }
+    )
+    return table.round(3)
+
+
+def plot_jitter(delays: pd.DataFrame):
+    """Every job's delay after each attempt, spread under the doubling (then capped) ceiling."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    offsets = random.Random(0)
+    xs = [a + (offsets.random() - 0.5) * 0.5 for a in delays["attempt"]]
+    ax.scatter(xs, delays["delay (s)"], s=4, alpha=0.35, color="#4c72b0", label="one job's delay")
+    ceilings = delays.groupby("attempt")["ceiling (s)"].first()
+    ax.hlines(ceilings.values, ceilings.index - 0.35, ceilings.index + 0.35, color="#c44e52", linewidth=2)
+    ax.plot([], [], color="#c44e52", linewidth=2, label="ceiling min(cap, base·2^(n-1))")
+    medians = delays.groupby("attempt")["delay (s)"].median()
+    ax.plot(medians.index, medians.values, "k_", markersize=14, label="median")
+    ax.set_xticks(list(ceilings.index))
+    ax.set_xlabel("failed attempt n (retry after it)")
+    ax.set_ylabel("delay before the retry (s)")
+    ax.set_title(f"Full jitter, {delays['job'].nunique()} jobs that always fail")
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+def jitter_panel(n_jobs: int = 300, folder: Folder = None):
+    """Sliders for base, cap and max attempts; the plot and table follow them."""
+    import ipywidgets as widgets
+
+    style = {"description_width": "initial"}
+    base = widgets.FloatLogSlider(
+        value=1.0, base=10, min=-1, max=1, step=0.1, description="base (s)", style=style
+    )
+    cap = widgets.FloatLogSlider(
+        value=60.0, base=10, min=0, max=3, step=0.1, description="cap (s)", style=style
+    )
+    attempts = widgets.IntSlider(value=8, min=2, max=15, description="max attempts", style=style)
+    table = widgets.HTML()
+    picture = widgets.Image(format="png")
+
+    def refresh(_change: object = None) -> None:
+        delays = jitter_delays(
+            n_jobs, base=base.value, cap=cap.value, max_attempts=attempts.value, folder=folder
+        )
+        table.value = jitter_summary(delays).to_html()
+        picture.value = figure_png(plot_jitter(delays))
+
+    for control in (base, cap, attempts):
+        control.observe(refresh, names="value")
+    refresh()
+    return widgets.VBox([widgets.HBox([base, cap, attempts]), picture, table])
+
+
+# -- the poison job, with real processes ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Round:
+    round: int
+    exit_code: int
+    state: str
+    attempts: int
+    last_error: str | None
+
+    def line(self) -> str:
+        return (
+            f"round {self.round}: worker exit code {self.exit_code}, job state={self.state} "
+            f"attempts={self.attempts} last_error={self.last_error}"
+        )
+
+
+def poison_rounds(
+    *, lease: float = 0.5, max_attempts: int = 3, idle_exit: float = 0.5, folder: Folder = None
+) -> list[Round]:
+    """One 'poison' job, whose handler kills its own process. Starts a fresh worker
+    process per round, waits for it to die (or leave), then for the lease to run out,
+    until a round finds the job dead. Attempts are counted at claim time, so it ends."""
+    lease = _number("lease", lease, 0.1, 30)
+    max_attempts = _whole("max_attempts", max_attempts, 1, 10)
+    path = db_path("poison", folder)
+    rounds: list[Round] = []
+    with JobQueue(path, lease_seconds=lease, max_attempts=max_attempts) as q:
+        q.enqueue("poison", {})
+        for number in range(1, max_attempts + 2):
+            proc = start_worker(path, f"w{number}", lease, idle_exit)
+            try:
+                exit_code = proc.wait(timeout=60)
+            finally:
+                kill_tree(proc)  # only does anything if the wait timed out
+            row = q.db.execute("SELECT state, attempts, last_error, visible_at FROM jobs").fetchone()
+            rounds.append(Round(number, exit_code, row["state"], row["attempts"], row["last_error"]))
+            if row["state"] != "running":
+                break
+            time.sleep(max(0.0, row["visible_at"] - time.time()) + 0.05)  # until the lease has run out
+    return rounds
+
+
+# -- the design that never stops, on a fake clock ------------------------------------
+
+# The broken design: a claim that does not count the attempt (fail() would, but a
+# worker that dies never calls it). Kept here, not in labqueue.sql, on purpose.
+UNCOUNTED_CLAIM = """
+UPDATE jobs SET state = 'running', visible_at = ?, lease_token = 'x'
+ WHERE state IN ('queued', 'running') AND visible_at <= ?
+"""
+
+
+def uncounted_crash_loop(
+    rounds: int = 6, *, lease: float = 1.0, max_attempts: int = 3, folder: Folder = None
+) -> list[int]:
+    """The same crash loop if attempts were counted only in fail(). Returns the running
+    total of hand-outs after each round, and prints the tutorial's summary line."""
+    rounds = _whole("rounds", rounds, 1, 10_000)
+    clock = FakeClock(0.0)
+    totals: list[int] = []
+    with JobQueue(
+        db_path("poison_uncounted", folder), lease_seconds=lease, max_attempts=max_attempts, clock=clock
+    ) as q:
+        q.enqueue("poison", {})
+        handed_out = 0
+        for _ in range(rounds):
+            handed_out += q.db.execute(UNCOUNTED_CLAIM, (clock.now + lease, clock.now)).rowcount
+            totals.append(handed_out)
+            clock.advance(lease * 1.5)  # the worker died, nothing called fail(); the lease runs out
+        r = q.db.execute("SELECT state, attempts FROM jobs").fetchone()
+    print(
+        f"handed out {handed_out} times in {rounds} rounds, state={r['state']} attempts={r['attempts']}: "
+        "it would never stop"
+    )
+    return totals
+
+
+def poison_table(counted: list[Round], uncounted: list[int]) -> pd.DataFrame:
+    """Hand-outs so far after each round, for both designs, side by side."""
+    n = max(len(counted), len(uncounted))
+
+    def padded(values: list, dtype: str) -> pd.Series:
+        return pd.Series(values + [None] * (n - len(values)), dtype=dtype, index=range(1, n + 1))
+
+    table = pd.DataFrame(
+        {
+            "counted at claim: hand-outs": padded([r.attempts for r in counted], "Int64"),
+            "counted at claim: state": padded([r.state for r in counted], "string"),
+            "counted in fail(): hand-outs": padded(uncounted, "Int64"),
+        }
+    )
+    table.index.name = "round"
+    return table
+
+
+def plot_poison(counted: list[Round], uncounted: list[int], max_attempts: int):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.plot(
+        range(1, len(uncounted) + 1),
+        uncounted,
+        "o--",
+        color="#c44e52",
+        label="attempts counted in fail() (simulated)",
+    )
+    ax.plot(
+        [r.round for r in counted],
+        [r.attempts for r in counted],
+        "o-",
+        color="#4c72b0",
+        label="attempts counted at claim (real workers)",
+    )
+    dead = [r for r in counted if r.state == "dead"]
+    for r in dead:
+        ax.annotate("dead", (r.round, r.attempts), xytext=(0, 8), textcoords="offset points", ha="center")
+    ax.axhline(max_attempts, color="#999999", linestyle=":", label=f"max_attempts = {max_attempts}")
+    ax.set_xlabel("round (one worker process, killed by the job)")
+    ax.set_ylabel("times the job was handed out")
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

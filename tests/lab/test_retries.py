@@ -1,0 +1,76 @@
+"""The retries lab: full-jitter delays, the poison job with real workers, the loop that never ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from labqueue import InvalidArgument
+from labqueue.lab import retries
+from labqueue.sql import LAST_ATTEMPT_EXPIRED
+
+
+def test_delays_stay_under_a_doubling_capped_ceiling(tmp_path):
+    delays = retries.jitter_delays(200, base=2.0, cap=10.0, max_attempts=6, folder=tmp_path)
+    assert sorted(delays["attempt"].unique()) == [1, 2, 3, 4, 5]
+    ceilings = delays.groupby("attempt")["ceiling (s)"].first().to_dict()
+    assert ceilings == {1: 2.0, 2: 4.0, 3: 8.0, 4: 10.0, 5: 10.0}
+    assert ((delays["delay (s)"] >= 0) & (delays["delay (s)"] <= delays["ceiling (s)"])).all()
+    assert delays.groupby("attempt")["delay (s)"].nunique().min() > 150, "jitter spreads the jobs out"
+
+
+def test_same_seed_same_delays(tmp_path):
+    a = retries.jitter_delays(20, seed=3, folder=tmp_path)
+    b = retries.jitter_delays(20, seed=3, folder=tmp_path)
+    assert a.equals(b)
+
+
+def test_summary_and_plot(tmp_path):
+    delays = retries.jitter_delays(50, max_attempts=4, folder=tmp_path)
+    summary = retries.jitter_summary(delays)
+    assert list(summary.index) == [1, 2, 3]
+    assert (summary["max (s)"] <= summary["ceiling (s)"]).all()
+    ax = retries.plot_jitter(delays).axes[0]
+    assert ax.get_ylabel() == "delay before the retry (s)"
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"n_jobs": 0}, {"base": 0}, {"cap": "60"}, {"max_attempts": 1}, {"max_attempts": 2.5}]
+)
+def test_bad_input_is_named(tmp_path, kwargs):
+    with pytest.raises(InvalidArgument, match=r"n_jobs|base|cap|max_attempts"):
+        retries.jitter_delays(folder=tmp_path, **kwargs)
+
+
+def test_panel_follows_its_sliders(tmp_path):
+    panel = retries.jitter_panel(n_jobs=20, folder=tmp_path)
+    (base, cap, attempts), picture, table = panel.children[0].children, *panel.children[1:]
+    assert picture.value and "60.0" in table.value
+    before = picture.value
+    attempts.value = 3
+    assert "<th>3</th>" not in table.value and "<th>2</th>" in table.value
+    cap.value = 1.0
+    assert "60.0" not in table.value and picture.value != before
+    base.value = 0.1
+    assert "<td>0.1</td>" in table.value, "the first ceiling is the base"
+
+
+def test_a_poison_job_dies_after_max_attempts_with_real_workers(tmp_path):
+    rounds = retries.poison_rounds(lease=0.3, max_attempts=2, idle_exit=0.3, folder=tmp_path)
+    assert [r.exit_code for r in rounds] == [1, 1, 0]
+    assert [r.attempts for r in rounds] == [1, 2, 2]
+    assert [r.state for r in rounds] == ["running", "running", "dead"]
+    assert rounds[-1].last_error == LAST_ATTEMPT_EXPIRED
+
+
+def test_counting_only_in_fail_never_stops(tmp_path, capsys):
+    totals = retries.uncounted_crash_loop(10, folder=tmp_path)
+    assert totals == list(range(1, 11))
+    assert "state=running attempts=0: it would never stop" in capsys.readouterr().out
+
+
+def test_poison_table_and_plot(tmp_path):
+    counted = [retries.Round(1, 1, "running", 1, None), retries.Round(2, 0, "dead", 1, LAST_ATTEMPT_EXPIRED)]
+    table = retries.poison_table(counted, [1, 2, 3])
+    assert table["counted in fail(): hand-outs"].tolist() == [1, 2, 3]
+    assert table["counted at claim: state"].tolist()[:2] == ["running", "dead"]
+    assert retries.plot_poison(counted, [1, 2, 3], 1).axes[0].get_ylabel() == "times the job was handed out"
