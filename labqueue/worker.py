@@ -48,20 +48,39 @@ class StopFlag:
 def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None) -> str:
     """Run one job's handler and report the outcome. Returns "done", "queued",
     "dead" or "lost" (this worker no longer held the lease)."""
+    outcome, _ = handle_then_claim(q, job, handlers)
+    return outcome
+
+
+def handle_then_claim(
+    q: JobQueue,
+    job: Job,
+    handlers: Mapping[str, registry.Handler] | None = None,
+    *,
+    claim_for: Callable[[], str | None] = lambda: None,
+) -> tuple[str, Job | None]:
+    """Run one job's handler, report the outcome and, after a success, claim the next
+    job in the completing transaction. `claim_for()` is asked only once the handler has
+    returned, so a stop requested while it ran is seen; it names the worker to claim
+    for, or None to only complete. Returns the outcome (as handle()) and the next job."""
     table = registry.HANDLERS if handlers is None else handlers
     fn = table.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
-        return q.fail(job, f"{type(error).__name__}: {error}", retry=False) or "lost"
+        return q.fail(job, f"{type(error).__name__}: {error}", retry=False) or "lost", None
     try:
         effect = fn(job, q)
     except Exception as exc:
-        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost"
+        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost", None
     try:
-        accepted = q.complete(job, effect=effect)
-    except Exception as exc:  # the effect raised and rolled back: the job is still ours
-        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost"
-    return "done" if accepted else "lost"
+        worker = claim_for()
+        if worker is None:
+            accepted, next_job = q.complete(job, effect=effect), None
+        else:
+            accepted, next_job = q.complete_and_claim(job, worker, effect=effect)
+    except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
+        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost", None
+    return ("done" if accepted else "lost"), next_job
 
 
 def run(
@@ -77,21 +96,35 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Work until idle for `idle_exit` seconds, `max_jobs` are handled, or a stop
-    is requested. Returns the number of jobs this worker handled."""
+    is requested. Returns the number of jobs this worker handled.
+
+    One write transaction per job: each completion claims the next job as it commits.
+    An idle worker looks with a read (JobQueue.any_ready) and takes the write lock only
+    when there is something to claim. A job that has been claimed is always handled
+    before the loop leaves, so a stop never strands a fresh lease."""
     stop = stop or StopFlag()
     handled = 0
+
+    def claim_for() -> str | None:
+        more = not stop.requested and (max_jobs is None or handled + 1 < max_jobs)
+        return worker_id if more else None
+
     with JobQueue(path, lease_seconds=lease_seconds) as q:
         idle_since: float | None = None
-        while not stop.requested and (max_jobs is None or handled < max_jobs):
-            jobs = q.claim(worker_id)
-            if not jobs:
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since >= idle_exit:
+        job: Job | None = None
+        while True:
+            if job is None:
+                if stop.requested or (max_jobs is not None and handled >= max_jobs):
                     break
-                sleep(poll)
-                continue
-            idle_since = None
-            handle(q, jobs[0], handlers)
+                job = q.claim_next(worker_id) if q.any_ready() else None
+                if job is None:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since >= idle_exit:
+                        break
+                    sleep(poll)
+                    continue
+                idle_since = None
+            _, job = handle_then_claim(q, job, handlers, claim_for=claim_for)
             handled += 1
     return handled
 

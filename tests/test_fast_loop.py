@@ -1,0 +1,285 @@
+"""The worker loop's fast path keeps every rule of the tutorial's claim and complete.
+
+JobQueue.any_ready, claim_next and complete_and_claim do in fewer round trips what
+claim() and complete() do; the property test drives both paths through the same
+random histories and asserts the tables stay identical, row for row."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from labqueue import FakeClock, JobQueue, QueueBusy, sql
+from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.worker import StopFlag, handle_then_claim, run
+
+ROW = (
+    "SELECT id, state, attempts, visible_at, worker, last_error, finished_at, lease_token IS NULL "
+    "FROM jobs ORDER BY id"
+)
+
+
+def rows(q: JobQueue) -> list[tuple]:
+    return [tuple(r) for r in q.db.execute(ROW)]
+
+
+def state(q: JobQueue, job_id: int) -> tuple:
+    r = q.db.execute("SELECT state, attempts, worker FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return tuple(r)
+
+
+# -- the idle poll ----------------------------------------------------------------
+
+
+def test_any_ready_sees_what_a_claim_would_find(q, clock):
+    assert not q.any_ready()
+    q.enqueue("t", {}, delay=10)
+    assert not q.any_ready()  # not yet visible
+    clock.advance(10)
+    assert q.any_ready()
+    q.claim("w")
+    assert not q.any_ready()  # leased, lease still running
+    clock.advance(31)
+    assert q.any_ready()  # the lease ran out: claimable again
+
+
+def test_any_ready_is_true_for_an_expired_last_attempt_to_retire(make_queue, clock):
+    q = make_queue(max_attempts=1)
+    q.enqueue("t", {})
+    q.claim("w")
+    clock.advance(31)
+    assert q.any_ready()
+    assert q.claim_next("w") is None
+    assert state(q, 1)[0] == "dead"
+    assert not q.any_ready()
+
+
+def test_the_idle_poll_takes_no_write_lock(tmp_path):
+    path = tmp_path / "jobs.db"
+    q = JobQueue(path, timeout=0)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('t', '{}', 0, 0)")
+        assert not q.any_ready()  # reads the last commit while the writer holds the lock
+        with pytest.raises(QueueBusy):
+            q.claim("w")  # the tutorial's empty claim needs the write lock
+        writer.execute("COMMIT")
+        assert q.any_ready()
+        # and the poll leaves no read transaction behind: a checkpoint can reset the WAL
+        busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+        assert not q.db.in_transaction
+    finally:
+        writer.close()
+        q.close()
+
+
+@pytest.mark.parametrize(
+    ("statement", "indexes"),
+    [(sql.READY_PROBE, {"jobs_ready"}), (sql.CLAIM_NEXT, {"jobs_ready", "jobs_exhausted"})],
+)
+def test_fast_path_statements_read_only_their_partial_indexes(q, statement, indexes):
+    params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r"}
+    args = (1.0,) if statement == sql.READY_PROBE else params
+    plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
+    for index in indexes:
+        assert any(f"USING INDEX {index}" in line for line in plan), plan
+    for line in plan:
+        if line.startswith(("SCAN jobs", "SEARCH jobs")):
+            assert "INDEX jobs_" in line or "PRIMARY KEY" in line, f"{line!r} reads the whole table"
+
+
+# -- claim_next -------------------------------------------------------------------
+
+
+def test_claim_next_retires_every_expired_last_attempt_and_claims_a_live_job(make_queue, clock):
+    q = make_queue(max_attempts=1)
+    for n in range(3):
+        q.enqueue("t", {"n": n})
+    q.claim("a", limit=2)  # jobs 1 and 2 on their last attempt
+    clock.advance(31)
+    q.db.execute("UPDATE jobs SET last_error = 'TimeoutError: slow' WHERE id = 2")
+    job = q.claim_next("b")
+    assert job is not None and job.id == 3 and job.attempts == 1 and job.payload == {"n": 2}
+    assert q.db.execute("SELECT last_error FROM jobs WHERE id = 1").fetchone()[0] == sql.LAST_ATTEMPT_EXPIRED
+    assert q.db.execute("SELECT last_error FROM jobs WHERE id = 2").fetchone()[0] == (
+        f"{sql.LAST_ATTEMPT_EXPIRED}; previous error: TimeoutError: slow"
+    )
+    assert [state(q, i)[0] for i in (1, 2, 3)] == ["dead", "dead", "running"]
+
+
+def test_claim_next_gives_a_fresh_token_and_hides_the_job_for_its_lease(q, clock):
+    q.enqueue("t", {})
+    first = q.claim_next("a")
+    assert first is not None and first.lease_expires_at == clock.now + 30
+    assert q.claim_next("b") is None
+    clock.advance(30)
+    second = q.claim_next("b")
+    assert second is not None and second.id == first.id
+    assert second.lease_token != first.lease_token and second.attempts == 2
+    assert not q.complete(first) and q.complete(second)
+
+
+# -- complete_and_claim -----------------------------------------------------------
+
+
+def test_complete_and_claim_commits_the_effect_with_the_completion(q):
+    q.db.execute(LEDGER_TABLE)
+    q.enqueue_many("t", [{}, {}])
+    job = q.claim_next("w")
+    accepted, nxt = q.complete_and_claim(job, "w", effect=ledger_effect(job))
+    assert accepted and nxt is not None and nxt.id == 2
+    assert [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger")] == [(1, 1)]
+    assert state(q, 1)[0] == "done" and state(q, 2)[0] == "running"
+
+
+def test_a_stale_complete_and_claim_runs_no_effect_but_still_claims(q, clock):
+    q.enqueue("t", {})
+    stale = q.claim_next("a")
+    clock.advance(31)
+    assert q.claim_next("b").id == 1  # takes job 1 over
+    q.enqueue("t", {})
+    ran = []
+    accepted, nxt = q.complete_and_claim(stale, "a", effect=lambda db: ran.append(1))
+    assert not accepted and not ran
+    assert nxt is not None and nxt.id == 2 and state(q, 1) == ("running", 2, "b")
+
+
+def test_an_effect_that_raises_rolls_back_completion_and_claim_together(q):
+    q.enqueue_many("t", [{}, {}])
+    job = q.claim_next("w")
+
+    def effect(db):
+        db.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('x', '{}', 0, 0)")
+        raise RuntimeError("ledger is down")
+
+    with pytest.raises(RuntimeError, match="ledger is down"):
+        q.complete_and_claim(job, "w", effect=effect)
+    assert state(q, 1) == ("running", 1, "w") and state(q, 2) == ("queued", 0, None)
+    assert q.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 2
+    assert q.complete(job)  # the lease is still ours
+
+
+def test_a_late_completion_is_accepted_when_nobody_took_over(q, clock):
+    q.enqueue("t", {})
+    job = q.claim_next("w")
+    clock.advance(45)
+    assert q.complete_and_claim(job, "w") == (True, None)
+    assert state(q, 1)[0] == "done"
+
+
+# -- the same history through both paths -------------------------------------------
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.sampled_from([0.0, 5.0, 50.0]), st.integers(1, 3)),
+        st.tuples(st.just("advance"), st.sampled_from([1.0, 10.0, 31.0, 100.0])),
+        st.tuples(st.just("claim"), st.sampled_from(["a", "b"])),
+        st.tuples(st.sampled_from(["complete", "complete_claim", "fail", "heartbeat"]), st.integers(0, 5)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STEPS)
+def test_the_fast_path_leaves_the_same_table_as_claim_and_complete(steps):
+    """Queue `slow` uses claim() and complete(); queue `fast` uses claim_next() and
+    complete_and_claim(). Same clock readings, same rng: the same rows after each step."""
+    with tempfile.TemporaryDirectory() as folder:
+        clocks = FakeClock(1000.0), FakeClock(1000.0)
+        slow, fast = (
+            JobQueue(Path(folder) / f"{name}.db", lease_seconds=30, max_attempts=3, clock=c, rng=lambda: 0.5)
+            for name, c in zip(("slow", "fast"), clocks, strict=True)
+        )
+        held: list[tuple] = []  # (slow's Job, fast's Job) for the same job id
+        try:
+            for step in steps:
+                op = step[0]
+                if op == "enqueue":
+                    for q in (slow, fast):
+                        q.enqueue("t", {}, delay=step[1], max_attempts=step[2])
+                elif op == "advance":
+                    for c in clocks:
+                        c.advance(step[1])
+                elif op == "claim":
+                    got = slow.claim(step[1])
+                    nxt = fast.claim_next(step[1])
+                    assert [j.id for j in got] == ([nxt.id] if nxt else [])
+                    if nxt:
+                        held.append((got[0], nxt))
+                elif held:
+                    a, b = held[step[1] % len(held)]
+                    if op == "complete":
+                        assert slow.complete(a) == fast.complete(b)
+                    elif op == "fail":
+                        assert slow.fail(a, "boom") == fast.fail(b, "boom")
+                    elif op == "heartbeat":
+                        assert slow.heartbeat(a) == fast.heartbeat(b)
+                    else:
+                        accepted = slow.complete(a)
+                        got = slow.claim("a")
+                        accepted_fast, nxt = fast.complete_and_claim(b, "a")
+                        assert accepted == accepted_fast
+                        assert [j.id for j in got] == ([nxt.id] if nxt else [])
+                        if nxt:
+                            held.append((got[0], nxt))
+                assert rows(slow) == rows(fast), step
+                assert slow.stats() == fast.stats()
+        finally:
+            slow.close()
+            fast.close()
+
+
+# -- the worker loop ----------------------------------------------------------------
+
+
+def test_an_idle_worker_leaves_without_touching_the_write_lock(tmp_path):
+    path = tmp_path / "idle.db"
+    JobQueue(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # held for the whole run
+        naps: list[float] = []
+        assert run(str(path), "w", 30, idle_exit=0, sleep=naps.append) == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_stop_during_a_job_completes_it_without_claiming_the_next(tmp_path):
+    path = tmp_path / "stop.db"
+    with JobQueue(path) as q:
+        q.enqueue_many("stopper", [{}, {}])
+    stop = StopFlag()
+
+    def stopper(job, q):
+        stop.requested = True  # as the first SIGTERM would, while the job runs
+
+    assert run(str(path), "w", 30, idle_exit=0, stop=stop, handlers={"stopper": stopper}) == 1
+    with JobQueue(path) as q:
+        assert state(q, 1) == ("done", 1, "w") and state(q, 2) == ("queued", 0, None)
+
+
+def test_max_jobs_claims_no_job_beyond_the_last(tmp_path):
+    path = tmp_path / "max.db"
+    with JobQueue(path) as q:
+        q.enqueue_many("noop", [{}] * 3)
+    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2) == 2
+    with JobQueue(path) as q:
+        assert [state(q, i)[0] for i in (1, 2, 3)] == ["done", "done", "queued"]
+        assert state(q, 3)[1] == 0
+
+
+def test_handle_then_claim_fails_a_raising_handler_and_claims_nothing(q):
+    q.enqueue_many("bad", [{}, {}])
+    job = q.claim_next("w")
+    outcome, nxt = handle_then_claim(q, job, claim_for=lambda: "w")
+    assert outcome == "queued" and nxt is None
+    assert state(q, 2) == ("queued", 0, None)
