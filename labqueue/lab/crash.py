@@ -1,0 +1,348 @@
+"""Notebook 03: kill a real worker in the middle of a job and watch the lease hand
+the job to a second worker.
+
+Both workers are ordinary ``python -m labqueue.worker`` processes. What happened is
+read back from the jobs table: ``visible_at - lease`` is when each claim was made
+and ``finished_at`` when the job was done, so the gap between the two claims comes
+from the database, not from how often we happened to look.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InvalidArgument
+from ..procs import kill_tree, start_worker
+from ..queue import JobQueue
+from ..scratch import db_path
+
+LEASE = 2.0
+STALLED_REPORT = {"stall_first_attempt": True}  # attempt 1 hangs for 60 s; later ones take 0.2 s
+ROW = "SELECT state, attempts, worker, visible_at, finished_at FROM jobs WHERE id = 1"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The job's row as the watcher saw it, `t` seconds after the start."""
+
+    t: float
+    state: str
+    attempts: int
+    worker: str | None
+
+
+@dataclass
+class CrashRun:
+    lease: float
+    started: float  # wall-clock time.time() of the start; every other time is relative to it
+    observations: list[Observation] = field(default_factory=list)
+    killed_at: float | None = None
+    second_started_at: float | None = None
+    claims: list[float] = field(default_factory=list)  # per attempt, from visible_at - lease
+    done_at: float | None = None  # from finished_at
+    killed_pids: list[int] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float:
+        """Seconds between the first claim and the second: the time the job waited."""
+        return self.claims[1] - self.claims[0]
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(o) for o in self.observations])
+
+    def events(self) -> pd.DataFrame:
+        rows = [
+            ("w1 claims the job (attempt 1)", self.claims[0]),
+            ("w1 is killed inside the handler", self.killed_at),
+            ("w2 starts and polls", self.second_started_at),
+            ("w2 claims the job (attempt 2)", self.claims[1] if len(self.claims) > 1 else None),
+            ("w2 completes the job", self.done_at),
+        ]
+        return pd.DataFrame(rows, columns=["event", "t (s)"]).round(2)
+
+
+class Watcher:
+    """Reads the job's row on its own connection and keeps every change."""
+
+    def __init__(self, path: Path, run: CrashRun) -> None:
+        self.db = sqlite3.connect(str(path), timeout=30.0)
+        self.db.row_factory = sqlite3.Row
+        self.run = run
+        self.last: tuple | None = None
+        self.deadlines: dict[int, float] = {}  # attempt -> visible_at of that claim
+
+    def look(self) -> sqlite3.Row:
+        r = self.db.execute(ROW).fetchone()
+        snap = (r["state"], r["attempts"], r["worker"])
+        if r["state"] == "running":
+            self.deadlines[r["attempts"]] = r["visible_at"]
+        if snap != self.last:
+            self.last = snap
+            self.run.observations.append(Observation(round(time.time() - self.run.started, 3), *snap))
+        return r
+
+    def until(self, done, timeout: float, what: str) -> sqlite3.Row:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.look()
+            if done(r):
+                return r
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what}; the job row is {dict(r)}")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def crash_recovery(lease: float = LEASE, folder: str | Path | None = None, timeout: float = 60.0) -> CrashRun:
+    """One stalling report job; worker w1 claims it and is killed inside the
+    handler; worker w2, started right after, takes it once the lease runs out."""
+    if not isinstance(lease, (int, float)) or not 0.2 <= lease <= 30:
+        raise InvalidArgument(f"lease must be between 0.2 and 30 seconds, got {lease!r}")
+    path = db_path("crash", folder)
+    with JobQueue(path, lease_seconds=lease) as q:
+        q.enqueue("report", STALLED_REPORT)
+    run = CrashRun(lease=float(lease), started=time.time())
+    watcher = Watcher(path, run)
+    w1 = w2 = None
+    try:
+        w1 = start_worker(path, "w1", lease)
+        watcher.until(lambda r: r["state"] == "running", timeout, "w1 to claim the job")
+        run.killed_at = round(time.time() - run.started, 3)
+        run.killed_pids = kill_tree(w1)
+        w2 = start_worker(path, "w2", lease, idle_exit=2 * lease + 5)
+        run.second_started_at = round(time.time() - run.started, 3)
+        final = watcher.until(lambda r: r["state"] == "done", timeout + lease, "w2 to finish the job")
+    finally:
+        watcher.close()
+        for proc in (w1, w2):
+            if proc is not None:
+                stop(proc)
+    # A completion leaves visible_at alone, so the final row still holds the last
+    # claim's deadline; the first one the watcher saw while w1 held the job.
+    deadlines = {**watcher.deadlines, final["attempts"]: final["visible_at"]}
+    run.claims = [round(deadlines[n] - lease - run.started, 3) for n in sorted(deadlines)]
+    run.done_at = round(final["finished_at"] - run.started, 3)
+    return run
+
+
+def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """A warm stop (SIGTERM lets the current job finish), then a hard kill if needed."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+
+
+STATE_COLORS = {"queued": "#bbbbbb", "w1": "tab:blue", "w2": "tab:green", "done": "tab:orange"}
+
+
+def job_spans(run: CrashRun, end: float) -> list[tuple[float, float, str]]:
+    """(start, end, label) of the job's state over time: queued, held by w1 or w2, done."""
+    marks = [(o.t, o.worker if o.state == "running" else o.state) for o in run.observations]
+    spans = []
+    for (t, label), (t_next, _) in zip(marks, [*marks[1:], (end, "")], strict=True):
+        if t_next > t:
+            spans.append((t, t_next, label))
+    return spans
+
+
+def plot_crash(run: CrashRun):
+    """Two worker lanes and the job's state over real time, with the lease gap marked."""
+    import matplotlib.pyplot as plt
+
+    end = (run.done_at or run.observations[-1].t) + 0.4
+    claim1, claim2 = run.claims[0], run.claims[1]
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.axvspan(claim1, claim2, color="tab:red", alpha=0.08, linewidth=0)
+    h = 0.5
+    ax.broken_barh([(claim1, run.killed_at - claim1)], (2 - h / 2, h), color="tab:blue")
+    ax.broken_barh(
+        [(run.killed_at, claim1 + run.lease - run.killed_at)],
+        (2 - h / 2, h),
+        facecolor="white",
+        edgecolor="tab:blue",
+        hatch="///",
+    )
+    ax.text(run.killed_at + 0.05, 2 + h / 2 + 0.05, "killed; its lease still holds the job", fontsize=7)
+    ax.broken_barh([(run.second_started_at, claim2 - run.second_started_at)], (1 - h / 2, h), color="#c7e9c0")
+    ax.text(run.second_started_at + 0.05, 1 + h / 2 + 0.05, "polling: nothing claimable", fontsize=7)
+    ax.broken_barh([(claim2, run.done_at - claim2)], (1 - h / 2, h), color="tab:green")
+    for start, stop_, label in job_spans(run, end):
+        ax.broken_barh([(start, stop_ - start)], (-h / 2, h), color=STATE_COLORS.get(label, "white"))
+        if stop_ - start < 0.08 * end:  # too narrow to hold a label
+            continue
+        ax.text(
+            (start + stop_) / 2,
+            0,
+            "running" if label in ("w1", "w2") else label,
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="white" if label in ("w1", "w2") else "black",
+        )
+    ax.axvline(run.killed_at, color="tab:red", linewidth=1)
+    ax.annotate(
+        "", xy=(claim2, -0.75), xytext=(claim1, -0.75), arrowprops={"arrowstyle": "<->", "color": "tab:red"}
+    )
+    ax.text(
+        (claim1 + claim2) / 2,
+        -0.7,
+        f"gap {run.gap:.2f} s (lease {run.lease:g} s)",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color="tab:red",
+    )
+    ax.set_yticks([2, 1, 0], ["worker w1", "worker w2", "job 1"])
+    ax.set_ylim(-1.0, 2.7)
+    ax.set_xlim(0, end)
+    ax.set_xlabel("time since the start (s)")
+    fig.tight_layout()
+    return fig
+
+
+class CrashLab:
+    """The playground behind the panel: one stalling job, and workers the learner
+    starts and kills. Every call is plain Python, so tests drive it directly."""
+
+    def __init__(self, folder: str | Path | None = None, lease: float = LEASE) -> None:
+        self.folder = folder
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.killed: set[str] = set()
+        self.log: list[str] = []
+        self.new_job(lease)
+
+    def new_job(self, lease: float | None = None) -> str:
+        """Stop every worker, then start over with one fresh stalling job."""
+        if lease is not None:
+            if not isinstance(lease, (int, float)) or not 0.2 <= lease <= 60:
+                raise InvalidArgument(f"lease must be between 0.2 and 60 seconds, got {lease!r}")
+            self.lease = float(lease)
+        self.close()
+        self.procs, self.killed, self.log = {}, set(), []
+        self.path = db_path("crash_panel", self.folder)
+        with JobQueue(self.path, lease_seconds=self.lease) as q:
+            q.enqueue("report", STALLED_REPORT)
+        self.started = time.time()
+        return self._say(f"a fresh job is queued; workers will take {self.lease:g}-second leases")
+
+    def start(self) -> str:
+        name = f"w{len(self.procs) + 1}"
+        self.procs[name] = start_worker(self.path, name, self.lease, idle_exit=30)
+        return self._say(f"started worker {name} (pid {self.procs[name].pid})")
+
+    def kill(self) -> str:
+        """Hard-kill the newest worker still running: no cleanup code runs in it."""
+        alive = [name for name, p in self.procs.items() if p.poll() is None]
+        if not alive:
+            return self._say("no worker is running")
+        name = alive[-1]
+        kill_tree(self.procs[name])
+        self.killed.add(name)
+        return self._say(f"killed worker {name} with kill_tree")
+
+    def row(self) -> dict[str, object]:
+        """The job's row, read on a fresh connection (the watch thread calls this too)."""
+        db = sqlite3.connect(str(self.path), timeout=30.0)
+        try:
+            db.row_factory = sqlite3.Row
+            r = dict(db.execute(ROW).fetchone())
+        finally:
+            db.close()
+        now = time.time()
+        r["t"] = round(now - self.started, 1)
+        r["lease left (s)"] = round(r["visible_at"] - now, 1) if r["state"] == "running" else None
+        return r
+
+    def workers(self) -> list[dict[str, object]]:
+        out = []
+        for name, p in self.procs.items():
+            code = p.poll()
+            status = "running" if code is None else "killed" if name in self.killed else f"exited ({code})"
+            out.append({"worker": name, "pid": p.pid, "status": status})
+        return out
+
+    def html(self) -> str:
+        r = self.row()
+        keys = ("t", "state", "attempts", "worker", "lease left (s)")
+        head = "".join(f"<th style='padding:2px 8px'>{k}</th>" for k in keys)
+        cells = "".join(f"<td style='padding:2px 8px'>{r[k]}</td>" for k in keys)
+        procs = ", ".join(f"{w['worker']} {w['status']}" for w in self.workers()) or "none yet"
+        log = "<br>".join(self.log[-5:])
+        return (
+            f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
+            f"<div>workers: {procs}</div><div style='font-family:monospace;font-size:90%'>{log}</div>"
+        )
+
+    def close(self) -> None:
+        for p in getattr(self, "procs", {}).values():
+            if p.poll() is None:
+                kill_tree(p)
+
+    def _say(self, line: str) -> str:
+        self.log.append(f"t={time.time() - self.started:5.1f}s  {line}")
+        return line
+
+
+class CrashPanel:
+    """Buttons for CrashLab and a live view of the job row. 'watch' refreshes the
+    view from a background thread until it is switched off (or after two minutes)."""
+
+    def __init__(self, lab: CrashLab, watch_seconds: float = 120.0, interval: float = 0.2) -> None:
+        import ipywidgets as w
+
+        self.lab = lab
+        self.watch_seconds, self.interval = watch_seconds, interval
+        self._thread: threading.Thread | None = None
+        self.lease = w.FloatSlider(value=lab.lease, min=0.5, max=10, step=0.5, description="lease (s)")
+        self.view = w.HTML(lab.html())
+        self.watch = w.ToggleButton(value=False, description="watch live", icon="eye")
+        actions = {
+            "new job": lambda: lab.new_job(self.lease.value),
+            "start a worker": lab.start,
+            "kill newest worker": lab.kill,
+            "refresh": lambda: None,
+        }
+        self.buttons: dict[str, w.Button] = {}
+        for label, action in actions.items():
+            self.buttons[label] = w.Button(description=label, layout=w.Layout(width="auto"))
+            self.buttons[label].on_click(lambda _, act=action: self._do(act))
+        self.watch.observe(lambda change: self._watch(change["new"]), names="value")
+        self.widget = w.VBox(
+            [w.HBox([self.lease, self.watch]), w.HBox(list(self.buttons.values())), self.view]
+        )
+
+    def _do(self, action) -> None:
+        action()
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.view.value = self.lab.html()
+
+    def _watch(self, on: bool) -> None:
+        if on and (self._thread is None or not self._thread.is_alive()):
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + self.watch_seconds
+        while self.watch.value and time.monotonic() < deadline:
+            self.refresh()
+            time.sleep(self.interval)
+        self.watch.value = False
+
+
+def crash_panel(folder: str | Path | None = None, lease: float = LEASE):
+    """The notebook's panel: start workers, kill them, watch the job row change."""
+    return CrashPanel(CrashLab(folder, lease)).widget
