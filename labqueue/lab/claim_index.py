@@ -1,0 +1,374 @@
+"""Notebook 08: what a claim costs when the table is full of finished jobs.
+
+Seeds many 'done' rows (older than the queued ones, as in a long-running queue),
+then times the real JobQueue.claim under three index setups, and reads the query
+plan of every statement in labqueue.sql.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import sqlite3
+import statistics
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import sql
+from ..clock import FakeClock
+from ..errors import InvalidArgument
+from ..queue import JobQueue
+from ..scratch import db_path
+from ..walks import Folder
+
+BASE = 1_000_000.0
+N_QUEUED = 1_000
+CHUNK = 20_000
+TUTORIAL_CSV = Path(__file__).resolve().parents[2] / "data" / "claim_index_tutorial.csv"
+
+PLAIN_INDEX = "CREATE INDEX jobs_plain ON jobs (visible_at, id)"
+
+
+@dataclass(frozen=True)
+class Setup:
+    label: str
+    create: str | None  # the SQL that builds its indexes
+    claims: int  # how many claims to time
+
+
+SETUPS = (
+    Setup("no index", None, 10),
+    Setup("plain index on (visible_at, id)", PLAIN_INDEX, 10),
+    Setup("partial indexes (labqueue.sql)", sql.INDEXES, 200),
+)
+
+
+def now_after(n_done: int, n_queued: int = N_QUEUED) -> float:
+    """A time later than every visible_at the seed writes."""
+    return BASE + n_done * 0.5 + n_queued + 10
+
+
+def _count(name: str, value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidArgument(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
+    return value
+
+
+def seed(path: Path, n_done: int, n_queued: int = N_QUEUED, *, progress: bool = True) -> float:
+    """Write `n_done` finished jobs, then `n_queued` ready ones, with no indexes.
+    Returns the seconds it took. Bulk load only: synchronous=OFF."""
+    n_done = _count("n_done", n_done, 0, 10_000_000)
+    n_queued = _count("n_queued", n_queued, 1, 1_000_000)
+    from tqdm.auto import tqdm
+
+    started = time.perf_counter()
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = OFF")
+        db.executescript(sql.TABLE)
+        db.execute("BEGIN")
+        with tqdm(total=n_done + n_queued, desc="seeding jobs", unit="row", disable=not progress) as bar:
+            for start in range(0, n_done, CHUNK):
+                stop = min(start + CHUNK, n_done)
+                db.executemany(
+                    "INSERT INTO jobs (kind, payload, state, attempts, visible_at, created_at, finished_at) "
+                    "VALUES ('email', '{}', 'done', 1, ?1, ?1, ?1)",
+                    ((BASE + i * 0.5,) for i in range(start, stop)),
+                )
+                bar.update(stop - start)
+            db.executemany(
+                "INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('email', '{}', ?1, ?1)",
+                ((BASE + n_done * 0.5 + i,) for i in range(n_queued)),
+            )
+            bar.update(n_queued)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return time.perf_counter() - started
+
+
+# -- query plans ---------------------------------------------------------------------
+
+
+def plan(db: sqlite3.Connection, statement: str) -> str:
+    """EXPLAIN QUERY PLAN's detail lines, joined with ' | '. The statement is not run;
+    every parameter is bound to 1.0, which no plan depends on."""
+    named = re.findall(r":(\w+)", statement)
+    params: dict[str, float] | tuple[float, ...]
+    params = dict.fromkeys(named, 1.0) if named else (1.0,) * statement.count("?")
+    return " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + statement, params))
+
+
+def queue_statements() -> dict[str, str]:
+    """Every statement in labqueue.sql that the queue runs (not the schema itself)."""
+    verbs = ("SELECT", "INSERT", "UPDATE", "DELETE")
+    return {
+        name: value
+        for name, value in vars(sql).items()
+        if name.isupper() and isinstance(value, str) and value.strip().upper().startswith(verbs)
+    }
+
+
+EXTRA_QUERIES = {
+    "count done rows (what stats() avoids)": "SELECT COUNT(*) FROM jobs WHERE state = 'done'",
+    "count dead rows": "SELECT COUNT(*) FROM jobs WHERE state = 'dead'",
+}
+
+
+def plans_table(db: sqlite3.Connection) -> pd.DataFrame:
+    """The plan of every queue statement, and of the two counts the notebook compares."""
+    statements = {**queue_statements(), **EXTRA_QUERIES}
+    rows = [(name, plan(db, text) or "(no plan: a plain INSERT)") for name, text in statements.items()]
+    table = pd.DataFrame(rows, columns=["statement", "query plan"]).set_index("statement")
+    return table
+
+
+def scans_table(plan_text: str) -> bool:
+    """True when a plan reads the whole jobs table (a SCAN that no index narrows)."""
+    return any(step.strip() == "SCAN jobs" for step in plan_text.split("|"))
+
+
+# -- timing the claim ------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    setup: str
+    claim_plan: str
+    retire_plan: str
+    claims_ms: list[float]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.claims_ms)
+
+
+def _subselect(statement: str) -> str:
+    """The SELECT inside CLAIM's IN (...): the part that finds the job."""
+    return statement[statement.index("(SELECT") + 1 : statement.rindex(")")]
+
+
+def measure(
+    n_done: int, *, folder: Folder = None, progress: bool = True, setups: Iterable[Setup] = SETUPS
+) -> tuple[list[Measurement], float]:
+    """Seed once, then for each setup build its indexes, read the plans of the claim's
+    search and of the retire statement, and time `setup.claims` real claims (each
+    completed, so the next claim takes the next job). Returns the measurements and
+    the seconds the seeding took."""
+    setups = list(setups)
+    needed = sum(s.claims for s in setups)
+    path = db_path("claim_index", folder)
+    seeded = seed(path, n_done, max(N_QUEUED, needed), progress=progress)
+    now = now_after(n_done, max(N_QUEUED, needed))
+    results = []
+    from tqdm.auto import tqdm
+
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        with tqdm(total=needed, desc="timing claims", unit="claim", disable=not progress) as bar:
+            for setup in setups:
+                if setup.create:
+                    db.executescript(setup.create)
+                claim_plan = plan(db, _subselect(sql.CLAIM))
+                retire_plan = plan(db, sql.RETIRE_EXHAUSTED)
+                ms = []
+                with JobQueue(path, schema=None, clock=FakeClock(now), lease_seconds=30) as q:
+                    for _ in range(setup.claims):
+                        started = time.perf_counter()
+                        (job,) = q.claim("bench")
+                        ms.append((time.perf_counter() - started) * 1000)
+                        q.complete(job)
+                        bar.update()
+                results.append(Measurement(setup.label, claim_plan, retire_plan, ms))
+                if setup.create == PLAIN_INDEX:
+                    db.execute("DROP INDEX jobs_plain")
+    finally:
+        db.close()
+    return results, seeded
+
+
+def results_table(results: list[Measurement], n_done: int) -> pd.DataFrame:
+    fastest = min(r.median_ms for r in results)
+    rows = [
+        {
+            "setup": r.setup,
+            "claims timed": len(r.claims_ms),
+            "median claim (ms)": round(r.median_ms, 3),
+            "× the fastest": round(r.median_ms / fastest, 1),
+            "claim plan": r.claim_plan,
+            "retire plan": r.retire_plan,
+        }
+        for r in results
+    ]
+    table = pd.DataFrame(rows).set_index("setup")
+    table.attrs["n_done"] = n_done
+    return table
+
+
+def tutorial_figures(path: Path = TUTORIAL_CSV) -> pd.DataFrame:
+    """The tutorial's published medians (1,000,000 done rows), from data/."""
+    with path.open(newline="") as f:
+        rows = [line for line in f if not line.startswith("#")]
+    return pd.DataFrame(list(csv.DictReader(rows))).astype({"median_claim_ms": float}).set_index("setup")
+
+
+def _ms_label(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 10 else f"{ms:.2g}"
+
+
+def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
+    """Median claim latency per setup on a log scale, this run beside the tutorial's."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    n = len(table)
+    width = 0.38 if tutorial is not None else 0.6
+    xs = list(range(n))
+    n_done = table.attrs.get("n_done")
+    ours_label = f"this run ({n_done:,} done rows)" if n_done else "this run"
+    bars = ax.bar(
+        [x - width / 2 if tutorial is not None else x for x in xs],
+        table["median claim (ms)"],
+        width,
+        label=ours_label,
+        color="#4c72b0",
+    )
+    ax.bar_label(bars, fmt=_ms_label, fontsize="small")
+    if tutorial is not None:
+        theirs = [tutorial["median_claim_ms"].get(label, float("nan")) for label in table.index]
+        bars = ax.bar(
+            [x + width / 2 for x in xs],
+            theirs,
+            width,
+            label="tutorial (1,000,000 done rows)",
+            color="#bbbbbb",
+        )
+        ax.bar_label(bars, fmt=_ms_label, fontsize="small")
+    ax.set_yscale("log")
+    ax.set_ylabel("median claim (ms, log scale)")
+    ax.set_xticks(xs, [label.replace(" (", "\n(").replace(" on ", "\non ") for label in table.index])
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)
+    ax.legend(loc="upper left", ncol=2, fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+# -- two more facts from the same step -----------------------------------------------
+
+
+def returning_holds_the_lock(folder: Folder = None, busy_timeout: float = 0.2) -> list[tuple[str, bool]]:
+    """An UPDATE ... RETURNING that has handed back only some of its rows has not
+    finished, so its implicit transaction still holds the write lock. Returns
+    (situation, could a second connection write) for three situations."""
+    path = db_path("claim_index_returning", folder)
+    outcome = []
+    with JobQueue(path) as q:
+        q.enqueue_many("t", [{}] * 5)
+        other = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
+        try:
+
+            def other_can_write() -> bool:
+                try:
+                    other.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id = 5")
+                    return True
+                except sqlite3.OperationalError:
+                    return False
+
+            cur = q.db.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id <= 3 RETURNING id")
+            cur.fetchone()
+            outcome.append(("after fetchone() on a 3-row RETURNING", other_can_write()))
+            cur.fetchall()
+            outcome.append(("after fetchall() on the same cursor", other_can_write()))
+            cur = q.db.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1 RETURNING id")
+            cur.fetchone()
+            outcome.append(("after fetchone() on a 1-row RETURNING", other_can_write()))
+        finally:
+            other.close()
+    return outcome
+
+
+def retire_plan_with_ready_index_only(folder: Folder = None) -> str:
+    """The retire statement's plan when jobs_ready is the only index: the reason jobs_exhausted exists."""
+    ready_only = sql.TABLE + (
+        "CREATE INDEX jobs_ready ON jobs (visible_at, id) WHERE state IN ('queued', 'running');"
+    )
+    with JobQueue(db_path("claim_index_ready_only", folder), schema=ready_only) as q:
+        return plan(q.db, sql.RETIRE_EXHAUSTED)
+
+
+def empty_claim_seconds(claims: int = 2000, folder: Folder = None) -> float:
+    """The mean cost of a claim that finds nothing, on an empty queue."""
+    claims = _count("claims", claims, 1, 1_000_000)
+    with JobQueue(db_path("claim_index_empty", folder)) as q:
+        started = time.perf_counter()
+        for _ in range(claims):
+            q.claim("idle")
+        return (time.perf_counter() - started) / claims
+
+
+# -- the widget --------------------------------------------------------------------
+
+
+def figure_png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+DEFAULT_DONE = 300_000  # enough for a >100x gap with margin, seeded and timed in a few seconds
+SIZES = (10_000, 100_000, DEFAULT_DONE, 1_000_000)
+
+
+def claim_index_panel(
+    initial: pd.DataFrame | None = None, folder: Folder = None, sizes: Iterable[int] = SIZES
+):
+    """Choose how many done rows to seed and press the button: seeds, times the claims
+    under the three setups, and redraws. The tutorial's million rows take a minute or so."""
+    import ipywidgets as widgets
+
+    sizes = list(sizes)
+    default = DEFAULT_DONE if DEFAULT_DONE in sizes else sizes[0]
+    options = [(f"{n:,} done rows", n) for n in sizes]
+    size = widgets.Dropdown(options=options, value=default, description="table")
+    button = widgets.Button(description="seed and measure", button_style="primary")
+    status = widgets.HTML()
+    table = widgets.HTML()
+    picture = widgets.Image(format="png")
+    tutorial = tutorial_figures()
+
+    def show(results: pd.DataFrame, note: str) -> None:
+        status.value = note
+        table.value = results.drop(columns=["claim plan", "retire plan"]).to_html()
+        picture.value = figure_png(plot_latency(results, tutorial))
+
+    def on_click(_button: object = None) -> None:
+        button.disabled = True
+        status.value = f"seeding {size.value:,} done rows and timing claims …"
+        try:
+            measured, seeded = measure(size.value, folder=folder, progress=False)
+            show(
+                results_table(measured, size.value),
+                f"<b>{size.value:,} done rows</b> (seeded in {seeded:.1f} s)",
+            )
+        finally:
+            button.disabled = False
+
+    button.on_click(on_click)
+    if initial is not None:
+        show(initial, "<b>the run above</b>; choose a size and press the button to measure again")
+    else:
+        status.value = "<b>choose a size and press the button</b>"
+    return widgets.VBox([widgets.HBox([size, button]), status, table, picture])
+
+
+def queue_plans(folder: Folder = None) -> pd.DataFrame:
+    """The plans on a queue built with the package's own schema (table and partial indexes)."""
+    with JobQueue(db_path("claim_index_plans", folder)) as q:
+        return plans_table(q.db)

@@ -1,0 +1,98 @@
+"""The claim-index lab: seeding, plans, timing the real claim, and the two side facts."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from labqueue import InvalidArgument, sql
+from labqueue.lab import claim_index
+
+FEW = [claim_index.Setup(s.label, s.create, 3) for s in claim_index.SETUPS]
+
+
+def test_seed_writes_done_rows_older_than_the_queued_ones(tmp_path):
+    path = tmp_path / "seed.db"
+    claim_index.seed(path, 500, 20, progress=False)
+    db = sqlite3.connect(path)
+    counts = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
+    newest_done = db.execute("SELECT MAX(visible_at) FROM jobs WHERE state = 'done'").fetchone()[0]
+    oldest_queued = db.execute("SELECT MIN(visible_at) FROM jobs WHERE state = 'queued'").fetchone()[0]
+    latest = db.execute("SELECT MAX(visible_at) FROM jobs").fetchone()[0]
+    db.close()
+    assert counts == {"done": 500, "queued": 20}
+    assert newest_done < oldest_queued and latest < claim_index.now_after(500, 20)
+
+
+@pytest.mark.parametrize("n_done", [-1, 1.5, True, "10"])
+def test_bad_sizes_are_named(tmp_path, n_done):
+    with pytest.raises(InvalidArgument, match="n_done"):
+        claim_index.seed(tmp_path / "x.db", n_done, progress=False)
+
+
+def test_measure_times_the_real_claim_under_each_setup(tmp_path):
+    results, seeded = claim_index.measure(2_000, folder=tmp_path, progress=False, setups=FEW)
+    assert seeded > 0
+    by_setup = {r.setup: r for r in results}
+    none, plain, partial = (by_setup[s.label] for s in claim_index.SETUPS)
+    assert none.claim_plan.startswith("SCAN jobs") and none.retire_plan == "SCAN jobs"
+    assert "jobs_plain" in plain.claim_plan and "jobs_plain" in plain.retire_plan
+    assert "jobs_ready" in partial.claim_plan and "jobs_exhausted" in partial.retire_plan
+    assert all(len(r.claims_ms) == 3 and r.median_ms > 0 for r in results)
+    table = claim_index.results_table(results, 2_000)
+    assert table["× the fastest"].min() == 1.0 and table.attrs["n_done"] == 2_000
+
+
+def test_every_queue_statement_gets_a_plan(tmp_path):
+    plans = claim_index.queue_plans(tmp_path)
+    for name in ("CLAIM", "RETIRE_EXHAUSTED", "COMPLETE", "FAIL", "HEARTBEAT", *claim_index.EXTRA_QUERIES):
+        assert name in plans.index
+    assert set(claim_index.queue_statements()) <= set(plans.index)
+    assert "jobs_exhausted" in plans.loc["RETIRE_EXHAUSTED", "query plan"]
+    assert claim_index.scans_table(plans.loc["count done rows (what stats() avoids)", "query plan"])
+    assert not any(
+        claim_index.scans_table(plans.loc[name, "query plan"]) for name in ("STATS_LIVE", "STATS_DEAD")
+    )
+
+
+def test_plan_binds_named_and_positional_parameters(tmp_path):
+    db = sqlite3.connect(":memory:")
+    db.executescript(sql.SCHEMA)
+    assert "jobs_ready" in claim_index.plan(db, sql.STATS_READY)  # one ?
+    assert "jobs_exhausted" in claim_index.plan(db, sql.RETIRE_EXHAUSTED)  # :now, :reason
+    db.close()
+
+
+def test_an_undrained_returning_cursor_holds_the_write_lock(tmp_path):
+    outcome = dict(claim_index.returning_holds_the_lock(tmp_path, busy_timeout=0.05))
+    assert outcome["after fetchone() on a 3-row RETURNING"] is False
+    assert outcome["after fetchall() on the same cursor"] is True
+
+
+def test_retire_needs_its_own_index(tmp_path):
+    assert claim_index.retire_plan_with_ready_index_only(tmp_path) == "SCAN jobs"
+
+
+def test_empty_claim_cost_is_measured(tmp_path):
+    assert claim_index.empty_claim_seconds(20, tmp_path) > 0
+
+
+def test_tutorial_figures_and_plot(tmp_path):
+    tutorial = claim_index.tutorial_figures()
+    assert list(tutorial.index) == [s.label for s in claim_index.SETUPS]
+    assert tutorial.loc["no index", "median_claim_ms"] == pytest.approx(111.24)
+    results, _ = claim_index.measure(500, folder=tmp_path, progress=False, setups=FEW)
+    ax = claim_index.plot_latency(claim_index.results_table(results, 500), tutorial).axes[0]
+    assert ax.get_yscale() == "log" and "ms" in ax.get_ylabel()
+
+
+def test_panel_shows_the_initial_run_and_measures_on_click(tmp_path):
+    results, _ = claim_index.measure(500, folder=tmp_path, progress=False, setups=FEW)
+    initial = claim_index.results_table(results, 500)
+    panel = claim_index.claim_index_panel(initial, folder=tmp_path, sizes=(1_000, 2_000))
+    (size, button), status, table, picture = panel.children[0].children, *panel.children[1:]
+    assert "the run above" in status.value and "no index" in table.value and picture.value
+    size.value = 2_000
+    button.click()
+    assert "2,000 done rows" in status.value and not button.disabled
