@@ -1,0 +1,534 @@
+"""How labqueue compares: its worker loop against its peers and bare SQLite.
+
+    python -m labqueue.bench [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
+
+Drains the same no-op workload through every contender in `bench_contenders`, with
+1 and with 4 worker processes, round-robin over several rounds (the order rotates
+each round), so a burst of load on a shared machine hits every contender alike. It
+prints medians and ratios to labqueue used tutorial-style, and counts deliveries
+against distinct jobs: a queue that hands one job to two workers is reported.
+It also measures the idle poll against the tutorial's empty claim, and the claim
+with 10,000 against 1,000,000 finished jobs in the table. Results are written as
+JSON (data/bench_results.json by default); `plot_comparison` draws them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .bench_contenders import CONTENDERS, SAME, child
+from .clock import FakeClock
+from .errors import InvalidArgument, QueueBusy
+from .procs import kill_tree
+from .queue import JobQueue
+from .scratch import work_folder
+from .sql import TABLE
+
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "bench_results.json"
+BASELINE = "tutorial"
+TARGETS = {"worker_loop_ratio": 2.5, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
+RUN_TIMEOUT_SECONDS = 600.0
+
+
+class Sizes:
+    """How big one run of the bench is."""
+
+    def __init__(
+        self,
+        jobs: int = 4_000,
+        rounds: int = 5,
+        procs: Sequence[int] = (1, 4),
+        polls: int = 2_000,
+        finished: Sequence[int] = (10_000, 1_000_000),
+        queued: int = 1_000,
+        claims: int = 200,
+    ) -> None:
+        for name, value in (("jobs", jobs), ("rounds", rounds), ("polls", polls), ("claims", claims)):
+            _whole(name, value)
+        for value in procs:
+            _whole("procs", value)
+        for value in finished:
+            _whole("finished", value)
+        if claims > queued:
+            raise InvalidArgument(f"claims must not exceed the {queued} queued jobs, got {claims}")
+        self.jobs, self.rounds, self.procs = jobs, rounds, tuple(procs)
+        self.polls, self.finished, self.queued, self.claims = polls, tuple(finished), queued, claims
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+QUICK = dict(jobs=150, rounds=1, procs=(1, 2), polls=200, finished=(1_000, 5_000), queued=100, claims=20)
+
+
+# -- throughput -------------------------------------------------------------------------
+
+
+def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
+    """Load `jobs` into a fresh store, release `procs` spawned workers at once, and
+    time the drain from the release to the last worker's end."""
+    contender = CONTENDERS[key]
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    contender.load(folder, jobs)
+    ctx = mp.get_context("spawn")  # a fresh interpreter per worker, on every platform
+    barrier = ctx.Barrier(procs + 1)
+    results = ctx.Queue()
+    workers = [
+        ctx.Process(target=child, args=(key, str(folder), f"w{i}", barrier, results), daemon=True)
+        for i in range(procs)
+    ]
+    for p in workers:
+        p.start()
+    try:
+        barrier.wait(timeout=RUN_TIMEOUT_SECONDS)
+        start = time.time()
+        reports = [results.get(timeout=RUN_TIMEOUT_SECONDS) for _ in workers]
+    finally:
+        for p in workers:
+            p.join(timeout=10)
+            if p.is_alive():
+                kill_tree(p)
+    seconds = max(r[2] for r in reports) - start
+    seen = [n for r in reports for n in r[3]]
+    distinct = len(set(seen))
+    return {
+        "contender": key,
+        "procs": procs,
+        "jobs": jobs,
+        "deliveries": len(seen),
+        "distinct": distinct,
+        "missed": jobs - distinct,
+        "seconds": round(seconds, 4),
+        "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
+    }
+
+
+def throughput(
+    sizes: Sizes,
+    keys: Sequence[str],
+    folder: Path,
+    progress: Callable[[str], None] = lambda line: None,
+) -> list[dict[str, Any]]:
+    """Every contender at every process count, round-robin: round r starts the order r
+    places further on, so no contender always runs first or last."""
+    runs = []
+    for r in range(sizes.rounds):
+        order = list(keys[r % len(keys) :]) + list(keys[: r % len(keys)])
+        for procs in sizes.procs:
+            for key in order:
+                run = race(key, sizes.jobs, procs, folder / key)
+                run["round"] = r + 1
+                runs.append(run)
+                progress(
+                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<14} "
+                    f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
+                )
+    return runs
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Median jobs/s per contender and process count, and its ratio to the tutorial-style loop."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run["contender"], run["procs"]), []).append(run)
+    medians = {k: statistics.median(r["jobs_per_s"] or 0.0 for r in v) for k, v in groups.items()}
+    rows = []
+    for (key, procs), group in groups.items():
+        base = medians.get((BASELINE, procs))
+        rows.append(
+            {
+                "contender": key,
+                "label": CONTENDERS[key].label,
+                "procs": procs,
+                "rounds": len(group),
+                "median_jobs_per_s": round(medians[key, procs], 1),
+                "ratio_to_tutorial": round(medians[key, procs] / base, 2) if base else None,
+                "deliveries": sum(r["deliveries"] for r in group),
+                "distinct": sum(r["distinct"] for r in group),
+                "duplicates": sum(r["deliveries"] - r["distinct"] for r in group),
+                "missed": sum(r["missed"] for r in group),
+                "finish": CONTENDERS[key].acked,
+                "settings": CONTENDERS[key].settings,
+            }
+        )
+    return rows
+
+
+# -- the idle poll ------------------------------------------------------------------------
+
+
+def empty_poll(sizes: Sizes, folder: Path) -> dict[str, Any]:
+    """The tutorial's empty claim (a write transaction) against the worker's idle poll
+    (a read), on an empty queue, interleaved over the rounds; and whether each one
+    still answers while another connection holds the write lock."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "empty.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    claim_us, poll_us = [], []
+    with JobQueue(path) as q:
+        for _ in range(sizes.rounds):
+            claim_us.append(_mean_us(lambda: q.claim("idle"), sizes.polls))
+            poll_us.append(_mean_us(q.any_ready, sizes.polls))
+    during = _while_locked(path)
+    claim, poll = statistics.median(claim_us), statistics.median(poll_us)
+    return {
+        "empty_claim_us": round(claim, 2),
+        "idle_poll_us": round(poll, 2),
+        "ratio": round(claim / poll, 2),
+        "empty_claim_us_rounds": [round(x, 2) for x in claim_us],
+        "idle_poll_us_rounds": [round(x, 2) for x in poll_us],
+        **during,
+    }
+
+
+def _mean_us(fn: Callable[[], object], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def _while_locked(path: Path) -> dict[str, Any]:
+    """Another connection takes the write lock and inserts a job; both probes run with
+    no busy wait, and the writer commits afterwards."""
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
+    q = JobQueue(path, timeout=0)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('noop', '{}', 0, 0)")
+        try:
+            q.any_ready()
+            poll_ok = True
+        except sqlite3.OperationalError:
+            poll_ok = False
+        try:
+            q.claim("idle")
+            claim_ok = True
+        except QueueBusy:
+            claim_ok = False
+        writer.execute("COMMIT")
+        return {
+            "idle_poll_while_writer_holds_lock": poll_ok,
+            "empty_claim_while_writer_holds_lock": claim_ok,
+            "writer_committed": True,
+        }
+    finally:
+        q.close()
+        writer.close()
+
+
+# -- the claim against a big table -------------------------------------------------------------
+
+
+def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = lambda line: None) -> dict:
+    """Median claim time with `finished` done rows in the table, for each size: the
+    worker loop's claim_next and the tutorial's claim, each followed by an (untimed)
+    completion, as the tutorial's step 8 measures it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"queued": sizes.queued, "claims": sizes.claims, "sizes": []}
+    for finished in sizes.finished:
+        path = folder / f"finished_{finished}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        started = time.perf_counter()
+        now = _seed(path, finished, sizes.queued)
+        progress(f"seeded {finished:,} finished jobs in {time.perf_counter() - started:.1f} s")
+        with JobQueue(path, clock=FakeClock(now), lease_seconds=30) as q:
+            fast, tutorial = [], []
+            for i in range(sizes.claims):
+                start = time.perf_counter()
+                if i % 2 == 0:
+                    job = q.claim_next("bench")
+                    fast.append((time.perf_counter() - start) * 1e3)
+                else:
+                    (job,) = q.claim("bench")
+                    tutorial.append((time.perf_counter() - start) * 1e3)
+                q.complete(job)
+        out["sizes"].append(
+            {
+                "finished": finished,
+                "claim_next_ms": round(statistics.median(fast), 4),
+                "tutorial_claim_ms": round(statistics.median(tutorial), 4),
+                "file_mb": round(path.stat().st_size / 1e6, 1),
+            }
+        )
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    small, big = out["sizes"][0], out["sizes"][-1]
+    out["growth"] = round(big["claim_next_ms"] / small["claim_next_ms"], 2)
+    out["tutorial_growth"] = round(big["tutorial_claim_ms"] / small["tutorial_claim_ms"], 2)
+    return out
+
+
+def _seed(path: Path, finished: int, queued: int) -> float:
+    """`finished` done rows, older than `queued` ready ones, as a long-lived queue has.
+    Returns a time later than every visible_at in the table."""
+    base = 1_000_000.0
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = OFF")  # bulk load only
+    db.executescript(TABLE)
+    db.execute("BEGIN")
+    db.executemany(
+        "INSERT INTO jobs (kind, payload, state, attempts, visible_at, created_at, finished_at) "
+        "VALUES ('noop', '{}', 'done', 1, ?1, ?1, ?1)",
+        ((base + i * 0.5,) for i in range(finished)),
+    )
+    top = base + finished * 0.5
+    db.executemany(
+        "INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('noop', '{}', ?1, ?1)",
+        ((top + i,) for i in range(queued)),
+    )
+    db.execute("COMMIT")
+    db.close()
+    return top + queued + 10
+
+
+# -- the whole run -------------------------------------------------------------------------------
+
+
+def run_bench(
+    sizes: Sizes | None = None,
+    keys: Sequence[str] | None = None,
+    folder: Path | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
+    """Run everything once and return the results as one JSON-ready dict."""
+    sizes = sizes or Sizes()
+    keys = list(keys or CONTENDERS)
+    unknown = [k for k in keys if k not in CONTENDERS]
+    if unknown or BASELINE not in keys:
+        raise InvalidArgument(
+            f"contenders must include {BASELINE!r} and come from {', '.join(CONTENDERS)}, got {keys!r}"
+        )
+    folder = folder or work_folder() / "bench"
+    started = time.time()
+    runs = throughput(sizes, keys, folder, progress)
+    progress("idle poll ...")
+    poll = empty_poll(sizes, folder)
+    progress("claim with a big table ...")
+    latency = claim_latency(sizes, folder, progress)
+    summary = summarize(runs)
+    results = {
+        "meta": {
+            "what": "no-op jobs drained by each queue; medians over rounds; made by python -m labqueue.bench",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - started, 1),
+            "settings": SAME + " for every contender (see each row's settings)",
+            "sqlite": sqlite3.sqlite_version,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average": _load_average(),
+            "sizes": sizes.as_dict(),
+            "baseline": BASELINE,
+        },
+        "summary": summary,
+        "empty_poll": poll,
+        "claim_latency": latency,
+        "runs": runs,
+    }
+    results["targets"] = targets(results)
+    return results
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value and whether it was met."""
+    rows = []
+    for row in results["summary"]:
+        if row["contender"] == "worker_loop" and row["ratio_to_tutorial"] is not None:
+            rows.append(
+                _target(
+                    f"worker loop vs tutorial-style, {row['procs']} proc",
+                    row["ratio_to_tutorial"],
+                    ">=",
+                    TARGETS["worker_loop_ratio"],
+                )
+            )
+    poll = results["empty_poll"]
+    rows.append(_target("idle poll vs empty claim", poll["ratio"], ">=", TARGETS["empty_poll_ratio"]))
+    rows.append(
+        {
+            "target": "another connection writes during the idle poll",
+            "value": poll["idle_poll_while_writer_holds_lock"],
+            "goal": True,
+            "met": poll["idle_poll_while_writer_holds_lock"] is True,
+        }
+    )
+    latency = results["claim_latency"]
+    sizes = latency["sizes"]
+    rows.append(
+        _target(
+            f"claim with {sizes[-1]['finished']:,} vs {sizes[0]['finished']:,} finished",
+            latency["growth"],
+            "<=",
+            TARGETS["claim_growth"],
+        )
+    )
+    return rows
+
+
+def _target(name: str, value: float, op: str, goal: float) -> dict[str, Any]:
+    met = value >= goal if op == ">=" else value <= goal
+    return {"target": name, "value": value, "goal": f"{op} {goal}", "met": met}
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _whole(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidArgument(f"{name} must be a whole number of at least 1, got {value!r}")
+
+
+# -- reading and drawing ----------------------------------------------------------------------
+
+
+def report(results: dict[str, Any]) -> str:
+    """The results as the text the command prints."""
+    meta = results["meta"]
+    sizes = meta["sizes"]
+    lines = [
+        f"labqueue bench: {sizes['jobs']:,} no-op jobs per drain, {sizes['rounds']} round(s), "
+        f"SQLite {meta['sqlite']}, Python {meta['python']}, {meta['cpus']} CPUs, load {meta['load_average']}",
+        f"durability: {meta['settings']}",
+        "",
+        f"{'contender':<44}{'procs':>5}{'jobs/s':>10}{'× tutorial':>12}{'deliveries':>12}{'distinct':>10}"
+        f"  finish",
+    ]
+    for row in sorted(results["summary"], key=lambda r: (r["procs"], -r["median_jobs_per_s"])):
+        ratio = f"{row['ratio_to_tutorial']:.2f}" if row["ratio_to_tutorial"] is not None else "-"
+        lines.append(
+            f"{row['label']:<44}{row['procs']:>5}{row['median_jobs_per_s']:>10,.0f}{ratio:>12}"
+            f"{row['deliveries']:>12,}{row['distinct']:>10,}  {row['finish']}"
+            + (f"  DUPLICATES: {row['duplicates']}" if row["duplicates"] else "")
+            + (f"  MISSED: {row['missed']}" if row["missed"] else "")
+        )
+    poll = results["empty_poll"]
+    lines += [
+        "",
+        f"empty queue: tutorial's claim {poll['empty_claim_us']:.1f} µs, worker's idle poll "
+        f"{poll['idle_poll_us']:.1f} µs ({poll['ratio']:.1f}×); while another connection holds "
+        f"the write lock the poll {_answers(poll['idle_poll_while_writer_holds_lock'])}, "
+        f"the empty claim {_answers(poll['empty_claim_while_writer_holds_lock'])}",
+    ]
+    latency = results["claim_latency"]
+    for size in latency["sizes"]:
+        lines.append(
+            f"claim with {size['finished']:>9,} finished jobs: claim_next {size['claim_next_ms']:.3f} ms, "
+            f"tutorial claim {size['tutorial_claim_ms']:.3f} ms (median of {latency['claims'] // 2})"
+        )
+    lines += ["", "targets:"]
+    for t in results["targets"]:
+        lines.append(
+            f"  {t['target']:<48} {t['value']!s:>6}  goal {t['goal']!s:<7} {'met' if t['met'] else 'MISSED'}"
+        )
+    return "\n".join(lines)
+
+
+def _answers(ok: bool) -> str:
+    return "answers" if ok else "is refused (busy)"
+
+
+def load_results(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The saved results of a full run (data/bench_results.json unless told otherwise)."""
+    path = Path(path) if path is not None else DATA_FILE
+    if not path.is_file():
+        raise InvalidArgument(f"no bench results at {path}; run python -m labqueue.bench first")
+    return json.loads(path.read_text())
+
+
+def plot_comparison(results: dict[str, Any], ax: Any = None) -> Any:
+    """Median jobs/s of every contender, 1 and N processes side by side, on a log axis.
+    Returns the matplotlib Figure; touches no global matplotlib state."""
+    import matplotlib.pyplot as plt
+
+    summary = results["summary"]
+    procs = sorted({row["procs"] for row in summary})
+    labels: list[str] = []
+    for row in sorted(summary, key=lambda r: -r["median_jobs_per_s"]):
+        if row["label"] not in labels:
+            labels.append(row["label"])
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    else:
+        fig = ax.figure
+    height = 0.8 / len(procs)
+    by_key = {(row["label"], row["procs"]): row for row in summary}
+    for i, p in enumerate(procs):
+        ys = [labels.index(label) + (i - (len(procs) - 1) / 2) * height for label in labels]
+        values = [by_key.get((label, p), {}).get("median_jobs_per_s", 0) for label in labels]
+        ax.barh(ys, values, height=height, label=f"{p} process{'es' if p > 1 else ''}")
+        for y, label in zip(ys, labels, strict=True):
+            row = by_key.get((label, p))
+            if row and row["duplicates"]:
+                ax.annotate(
+                    f" {row['duplicates']} duplicate deliveries",
+                    (row["median_jobs_per_s"], y),
+                    va="center",
+                    fontsize=6,
+                )
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("no-op jobs per second (median over rounds, log scale)")
+    ax.set_title("Draining the same queue: labqueue, its peers and bare SQLite", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.tick_params(axis="x", labelsize=7)
+    return fig
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labqueue.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test, not a measurement")
+    parser.add_argument("--jobs", type=int, help=f"jobs per drain (default {Sizes().jobs})")
+    parser.add_argument("--rounds", type=int, help=f"rounds (default {Sizes().rounds})")
+    parser.add_argument("--procs", type=int, nargs="+", help="process counts (default 1 4)")
+    parser.add_argument(
+        "--only", nargs="+", choices=list(CONTENDERS), help=f"race only these (always with {BASELINE!r})"
+    )
+    parser.add_argument("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick: nowhere)")
+    args = parser.parse_args(argv)
+    settings: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for name in ("jobs", "rounds", "procs"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    try:
+        sizes = Sizes(**settings)
+    except InvalidArgument as exc:
+        parser.error(str(exc))
+    keys = list(CONTENDERS) if not args.only else list(dict.fromkeys([BASELINE, *args.only]))
+    results = run_bench(sizes, keys, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(report(results))
+    out = Path(args.out) if args.out else (None if args.quick else DATA_FILE)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

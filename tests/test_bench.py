@@ -1,0 +1,125 @@
+"""The benchmark runs and reports honestly. Smoke tests only: nothing here asserts a speed."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import pytest
+
+from labqueue import InvalidArgument, bench
+from labqueue.bench_contenders import CONTENDERS
+
+
+@pytest.mark.parametrize("key", sorted(CONTENDERS))
+def test_every_contender_drains_every_job_once_in_one_process(tmp_path, key):
+    contender = CONTENDERS[key]
+    contender.load(tmp_path, 30)
+    seen = contender.drain(contender.open(tmp_path), "w0")
+    assert sorted(seen) == list(range(30))
+    assert contender.drain(contender.open(tmp_path), "w1") == []  # nothing left, nothing redelivered
+
+
+def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100):
+    return {
+        "contender": key,
+        "procs": procs,
+        "jobs": 100,
+        "deliveries": deliveries,
+        "distinct": distinct,
+        "missed": 100 - distinct,
+        "seconds": distinct / jobs_per_s,
+        "jobs_per_s": jobs_per_s,
+    }
+
+
+def test_summary_takes_medians_and_ratios_to_the_tutorial_style_loop():
+    runs = [fake_run("tutorial", 1, v) for v in (90.0, 100.0, 500.0)]
+    runs += [fake_run("worker_loop", 1, v) for v in (240.0, 250.0, 10.0)]
+    runs += [fake_run("persist_queue", 1, 50.0, deliveries=103)]
+    rows = {r["contender"]: r for r in bench.summarize(runs)}
+    assert rows["tutorial"]["median_jobs_per_s"] == 100.0
+    assert rows["worker_loop"]["ratio_to_tutorial"] == 2.4
+    assert rows["persist_queue"]["duplicates"] == 3  # reported, not hidden
+
+
+def fake_results(worker_ratio=2.0, poll_ratio=5.0, growth=1.1, duplicates=0):
+    return {
+        "summary": [
+            {
+                "contender": "worker_loop",
+                "label": CONTENDERS["worker_loop"].label,
+                "procs": 1,
+                "median_jobs_per_s": 200.0 * worker_ratio,
+                "ratio_to_tutorial": worker_ratio,
+                "duplicates": duplicates,
+            },
+            {
+                "contender": "tutorial",
+                "label": CONTENDERS["tutorial"].label,
+                "procs": 1,
+                "median_jobs_per_s": 200.0,
+                "ratio_to_tutorial": 1.0,
+                "duplicates": 0,
+            },
+        ],
+        "empty_poll": {"ratio": poll_ratio, "idle_poll_while_writer_holds_lock": True},
+        "claim_latency": {"growth": growth, "sizes": [{"finished": 10_000}, {"finished": 1_000_000}]},
+    }
+
+
+def test_targets_say_met_or_missed_with_the_measured_value():
+    met = {t["target"]: t for t in bench.targets(fake_results(worker_ratio=2.0))}
+    assert met["worker loop vs tutorial-style, 1 proc"] == {
+        "target": "worker loop vs tutorial-style, 1 proc",
+        "value": 2.0,
+        "goal": ">= 2.5",
+        "met": False,
+    }
+    assert met["idle poll vs empty claim"]["met"]
+    assert met["claim with 1,000,000 vs 10,000 finished"]["met"]
+    assert not bench.targets(fake_results(growth=1.6))[-1]["met"]
+
+
+def test_plot_comparison_draws_labelled_bars_and_marks_duplicates():
+    fig = bench.plot_comparison(fake_results(duplicates=4))
+    (ax,) = fig.axes
+    assert "jobs per second" in ax.get_xlabel()
+    assert len(ax.patches) == 2
+    assert any("4 duplicate deliveries" in t.get_text() for t in ax.texts)
+    assert ax.get_yticklabels()[0].get_text() == CONTENDERS["worker_loop"].label
+    plt.close(fig)
+
+
+def test_bad_sizes_are_refused_by_name():
+    with pytest.raises(InvalidArgument, match="jobs must be a whole number of at least 1, got 0"):
+        bench.Sizes(jobs=0)
+    with pytest.raises(InvalidArgument, match="procs"):
+        bench.Sizes(procs=(1, -4))
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
+    with pytest.raises(InvalidArgument, match="contenders must include 'tutorial'"):
+        bench.run_bench(bench.Sizes(**bench.QUICK), keys=["worker_loop"])
+
+
+def test_load_results_names_a_missing_file(tmp_path):
+    with pytest.raises(InvalidArgument, match="no bench results at"):
+        bench.load_results(tmp_path / "none.json")
+
+
+@pytest.mark.slow
+def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path / "work"))
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert {r["contender"] for r in results["summary"]} == set(CONTENDERS)
+    ours = ("worker_loop", "tutorial", "floor_one_tx", "floor_two_tx", "floor_take")
+    for row in results["summary"]:  # the peers' losses and duplicates are reported, not tested
+        if row["contender"] in ours:
+            assert row["distinct"] == row["rounds"] * results["meta"]["sizes"]["jobs"], row
+            assert row["duplicates"] == 0 and row["missed"] == 0, row
+    assert results["empty_poll"]["idle_poll_while_writer_holds_lock"] is True
+    assert results["empty_poll"]["empty_claim_while_writer_holds_lock"] is False
+    assert "targets:" in capsys.readouterr().out
+    assert bench.load_results(out) == results
