@@ -1,0 +1,73 @@
+import matplotlib.pyplot as plt
+import pytest
+
+from labqueue import InvalidArgument, walks
+from labqueue.lab import zombie
+
+
+def test_unfenced_late_fail_runs_the_handler_three_times(tmp_path):
+    out = zombie.scenario(fenced=False, report="fail", report_at=40, folder=tmp_path)
+    assert out.runs == ["worker-a", "worker-b", "worker-c"]
+    assert (out.state, out.attempts) == ("done", 3)
+
+
+def test_fenced_late_fail_is_ignored(tmp_path):
+    out = zombie.scenario(fenced=True, report="fail", report_at=40, folder=tmp_path)
+    assert out.runs == ["worker-a", "worker-b"]
+    assert [(e.worker, e.action, e.accepted) for e in out.events[-2:]] == [
+        ("worker-a", "fail", False),
+        ("worker-c", "claim (nothing)", False),
+    ]
+    assert (out.state, out.attempts) == ("done", 2)
+
+
+def test_unreplaced_late_complete_counts_either_way(tmp_path):
+    for fenced in (True, False):
+        out = zombie.scenario(fenced=fenced, report="complete", report_at=45, replaced=False, folder=tmp_path)
+        assert (out.runs, out.state, out.attempts) == (["worker-a"], "done", 1)
+
+
+def test_unreplaced_fenced_fail_is_a_real_failure_and_retries(tmp_path):
+    out = zombie.scenario(fenced=True, report="fail", report_at=45, replaced=False, folder=tmp_path)
+    assert out.runs == ["worker-a", "worker-c"] and out.state == "done"
+
+
+def test_bad_arguments_are_named(tmp_path):
+    with pytest.raises(InvalidArgument, match="'retry'"):
+        zombie.scenario(report="retry", folder=tmp_path)
+    with pytest.raises(InvalidArgument, match="got 20"):
+        zombie.scenario(report_at=20, folder=tmp_path)  # before worker-b's takeover at t=31
+
+
+def test_walks_print_the_tutorials_lines(tmp_path):
+    printed = zombie.printed_lines(
+        lambda: walks.zombie_unfenced(tmp_path),
+        lambda: walks.zombie_fenced(tmp_path),
+        lambda: walks.zombie_unreplaced(tmp_path),
+    )
+    assert printed == zombie.tutorial_lines()
+    assert printed[0] == "--- without the fence"
+
+
+def test_side_by_side_plot_has_two_titled_timelines(tmp_path):
+    a = zombie.scenario(fenced=False, folder=tmp_path)
+    b = zombie.scenario(fenced=True, folder=tmp_path)
+    fig = zombie.plot_side_by_side(a, b)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["without the fence: ran 3×, ends done", "with the fence: ran 2×, ends done"]
+    assert all(ax.get_xlabel() == "fake time (s)" for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_panel_replays_when_the_controls_change(tmp_path):
+    panel = zombie.ZombiePanel(tmp_path)
+    assert "ran 3 times" in panel.text.value  # drawn at once: the default is the tutorial's timeline
+    first_chart = bytes(panel.chart.value)
+    panel.report.value = "complete"
+    assert "ran 3" not in panel.text.value
+    panel.replaced.value = False
+    unfenced, fenced = panel.outcomes
+    assert unfenced.runs == fenced.runs == ["worker-a"]
+    assert bytes(panel.chart.value) != first_chart
+    panel.report_at.value = 90
+    assert panel.outcomes[0].report_at == 90
