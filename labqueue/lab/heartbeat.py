@@ -164,13 +164,20 @@ def scenario(
 def lost_lease(
     *, lease: float = 1.0, interval: float = 0.2, takeover_after: float = 0.5, folder: Folder = None
 ) -> Run:
-    """w1 works under a KeepAlive; at `takeover_after` its lease is expired by hand and
-    w2 claims the job. Returns when w1's heartbeat has noticed (or after 3 s)."""
+    """w1 works under a KeepAlive; at `takeover_after` w2 claims the job as though w1 had
+    stalled past its lease. Returns when w1's heartbeat has noticed (or after 3 s)."""
     lease = _check_seconds("lease", lease, 0.1, 30)
     interval = _check_seconds("interval", interval, 0.01, lease)
     run = Run("lost", lease, takeover_after, True, interval)
     path = db_path("heartbeat_lost", folder)
-    with JobQueue(path, lease_seconds=lease) as q, JobQueue(path, lease_seconds=lease, schema=None) as other:
+    # w2 sees the time one lease (and a second) ahead, as if w1 had stalled that long:
+    # its claim finds the lease ended in the same statement that takes the job, so no
+    # heartbeat can slip in between (an UPDATE of visible_at first would race with one).
+    ahead = lease + 1.0
+    with (
+        JobQueue(path, lease_seconds=lease) as q,
+        JobQueue(path, lease_seconds=lease, schema=None, clock=lambda: time.time() + ahead) as other,
+    ):
         q.enqueue("report", {})
         t0 = time.time()
         with _Sampler(path, t0, run):
@@ -179,8 +186,6 @@ def lost_lease(
             run.runs.append(f"w1 attempt {job.attempts}")
             with KeepAlive(path, job, lease_seconds=lease, interval=interval) as hb:
                 time.sleep(takeover_after)
-                # A long stall would do this in real life; the demo ends the lease at once.
-                other.db.execute("UPDATE jobs SET visible_at = 0 WHERE id = ?", (job.id,))
                 (taken,) = other.claim("w2")
                 run.events.append(Event(time.time() - t0, "w2", f"claim (attempt {taken.attempts})"))
                 run.runs.append(f"w2 attempt {taken.attempts}")
