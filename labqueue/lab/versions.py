@@ -105,7 +105,7 @@ class VersionPanel:
         except InvalidArgument as exc:
             self.table.value = f"<span style='color:#b00'>{exc}</span>"
             return None
-        self.table.value = report_frame(report).to_html()
+        self.table.value = report_frame(report).reset_index().to_html(index=False, border=0)
         return report
 
 

@@ -172,10 +172,10 @@ def draw_timeline(ax, outcome: Outcome, until: float | None = None) -> None:
                 label = f"late {e.action}: {'accepted' if e.accepted else 'refused'}"
             else:
                 label = e.action
-            ax.text(e.t + 0.8, y - 0.4, label, fontsize=7, color=color)
+            ax.text(e.t, y - 0.3, label, fontsize=7, color=color, ha="center", va="top")
     ax.axvline(LEASE, color="gray", linestyle=":", linewidth=1)
     ax.set_yticks(list(lane.values()), list(lane))
-    ax.set_ylim(-0.7, len(LANES) - 0.3)
+    ax.set_ylim(-0.8, len(LANES) - 0.3)
     ax.set_xlim(-1, until)
     ax.set_xlabel("fake time (s)")
     runs = len(outcome.runs)
