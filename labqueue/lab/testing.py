@@ -1,0 +1,315 @@
+"""Notebook 11: run the package's tests from a notebook, and test functions written in it.
+
+pytest runs in a subprocess (a fresh interpreter, as in CI) and reports through a JUnit XML
+file, which becomes a pandas table. A test function defined in a notebook cell is written,
+with its source, to a module in the scratch folder and run the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgument
+from ..queue import JobQueue
+from ..scratch import db_path
+
+DEFAULT_TARGETS = ("tests/test_queue.py",)
+SLOW_TARGETS = ("tests/test_processes.py",)  # real processes and real time: much slower
+MODULE_HEADER = '''"""Tests written in notebook 11, saved here by labqueue.lab.testing.write_test_module."""
+
+import random
+
+import pytest
+
+from labqueue import FakeClock, JobQueue
+'''
+# The same tests against a queue with one rule broken: leases last a millisecond whatever
+# lease_seconds says. A test worth having must fail here.
+BROKEN_HEADER = MODULE_HEADER.replace(
+    "from labqueue import FakeClock, JobQueue",
+    "from labqueue import FakeClock\nfrom labqueue.lab.testing import ShortLeaseQueue as JobQueue",
+)
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+class ShortLeaseQueue(JobQueue):
+    """A deliberately broken queue for the mutation check: every lease is 1 ms long."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lease_seconds = 0.001
+
+
+def function_source(module_path: str, name: str) -> str:
+    """The source of one top-level function in a file under the project root."""
+    import ast
+
+    path = project_root() / module_path
+    text = path.read_text(encoding="utf-8")
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            return "\n".join(text.splitlines()[start - 1 : node.end_lineno])
+    raise KeyError(f"no function {name!r} in {path}")
+
+
+def project_root() -> Path:
+    """The checkout the package was installed from: the folder with pyproject.toml and tests/."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").exists() or not (root / "tests").is_dir():
+        raise FileNotFoundError(
+            f"{root} has no pyproject.toml and tests/ folder; these labs need the labqueue "
+            "source checkout (pip install -e .), not an installed copy"
+        )
+    return root
+
+
+@dataclass
+class TestRun:
+    """What one pytest run reported: its exit code, one row per test, the last lines of output."""
+
+    __test__ = False  # a result, not a test class for pytest to collect
+
+    returncode: int
+    table: Any
+    output: str
+    seconds: float
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        found = self.table["outcome"].value_counts().to_dict() if len(self.table) else {}
+        return {outcome: int(found.get(outcome, 0)) for outcome in OUTCOMES}
+
+    @property
+    def ok(self) -> bool:
+        """Exit code 0 and at least one test: an empty run proves nothing."""
+        return self.returncode == 0 and len(self.table) > 0 and self.counts["passed"] > 0
+
+
+def parse_junit(path: str | os.PathLike[str]) -> Any:
+    """One row per test case: its name, outcome, time in milliseconds and any message."""
+    import pandas as pd
+
+    rows = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = "failed" if child.tag == "failure" else child.tag
+                lines = (child.get("message") or "").strip().splitlines()
+                message = lines[0][:200] if lines else ""
+        rows.append(
+            {
+                "module": case.get("classname", "").rsplit(".", 1)[-1],
+                "test": case.get("name"),
+                "outcome": outcome,
+                "ms": round(float(case.get("time", 0.0)) * 1000, 1),
+                "message": message,
+            }
+        )
+    return pd.DataFrame(rows, columns=["module", "test", "outcome", "ms", "message"])
+
+
+def styled(table: Any) -> Any:
+    """A results table for display: full test names, no index, times to 0.1 ms."""
+    return table.style.hide(axis="index").format({"ms": "{:.1f}"})
+
+
+def run_pytest(
+    targets: Sequence[str | os.PathLike[str]] = DEFAULT_TARGETS,
+    *,
+    name: str = "pytest",
+    extra: Sequence[str] = (),
+    timeout: float = 600.0,
+) -> TestRun:
+    """Run pytest on `targets` (relative to the project root, or absolute) in a subprocess
+    and read its JUnit report. Raises only if pytest could not run at all."""
+    if isinstance(targets, (str, os.PathLike)):
+        raise InvalidArgument(f"targets must be a list of paths, got a single {targets!r}")
+    root = project_root()
+    missing = [str(t) for t in targets if not (root / t).exists()]
+    if missing:
+        raise FileNotFoundError(f"no such test file under {root}: {', '.join(missing)}")
+    junit = db_path(name).with_suffix(".xml")
+    # nbval is for notebooks and costs seconds of imports; colours would garble the captured output.
+    quiet = ["-q", "--color=no", "-p", "no:cacheprovider", "-p", "no:nbval"]
+    args = [*(str(t) for t in targets), *quiet, f"--junitxml={junit}", *extra]
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    seconds = time.perf_counter() - started
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+    if not junit.exists():
+        raise RuntimeError(f"pytest wrote no report (exit code {proc.returncode}):\n{tail}")
+    return TestRun(proc.returncode, parse_junit(junit), tail, seconds, args)
+
+
+def summarize(run: TestRun) -> Any:
+    """Tests per outcome with their total time."""
+    import pandas as pd
+
+    table = run.table
+    rows = [
+        {
+            "outcome": o,
+            "tests": int((table["outcome"] == o).sum()),
+            "ms": table.loc[table["outcome"] == o, "ms"].sum(),
+        }
+        for o in OUTCOMES
+    ]
+    return pd.DataFrame(rows).set_index("outcome")
+
+
+def write_test_module(
+    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str = MODULE_HEADER
+) -> Path:
+    """Write test functions defined in notebook cells, with their own source, to
+    <scratch>/<name>.py so that pytest can run them in a fresh interpreter. The file name
+    does not start with test_, so a test run over the notebooks folder never picks it up."""
+    if not functions:
+        raise InvalidArgument("functions must hold at least one test function, got none")
+    parts = [header]
+    for fn in functions:
+        if not callable(fn) or not getattr(fn, "__name__", "").startswith("test"):
+            raise InvalidArgument(f"pytest only collects functions named test*, got {fn!r}")
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError) as exc:
+            raise InvalidArgument(f"cannot read the source of {fn.__name__}: {exc}") from None
+        parts.append(textwrap.dedent(source))
+    path = db_path(name).with_suffix(".py")
+    path.write_text("\n\n".join(parts), encoding="utf-8")
+    return path
+
+
+def run_test_functions(
+    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str = MODULE_HEADER
+) -> TestRun:
+    """write_test_module, then run_pytest on it."""
+    path = write_test_module(functions, name, header)
+    return run_pytest([path.resolve()], name=name)
+
+
+def backoff_samples(
+    rng: Callable[[], float], attempts: int = 3, n: int = 5, folder: Any = None
+) -> list[float]:
+    """The retry delay after `attempts` failures, drawn n times with the given rng
+    (base 1 s, cap 60 s, as the queue's defaults)."""
+    with JobQueue(db_path("testing_backoff", folder), rng=rng) as q:
+        return [round(q.backoff_delay(attempts), 3) for _ in range(n)]
+
+
+def backoff_table(n: int = 5, attempts: int = 3) -> Any:
+    """Unpinned, seeded and pinned rngs side by side: only the pinned one gives a value to assert."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "random.random": backoff_samples(random.random, attempts, n),
+            "random.Random(7).random": backoff_samples(random.Random(7).random, attempts, n),
+            "lambda: 1.0": backoff_samples(lambda: 1.0, attempts, n),
+        },
+        index=pd.RangeIndex(1, n + 1, name="draw"),
+    )
+
+
+def plot_durations(run: TestRun, title: str = "Time per test"):
+    """Every test's time, slowest first, on a log scale, coloured by outcome."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    table = run.table.sort_values("ms", ascending=False).reset_index(drop=True)
+    colors = {"passed": "tab:green", "failed": "tab:red", "error": "tab:red", "skipped": "0.6"}
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    ax.bar(table.index, table["ms"].clip(lower=0.1), color=[colors[o] for o in table["outcome"]], width=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("tests, slowest first")
+    ax.set_ylabel("time (ms, log scale)")
+    ax.set_title(title, fontsize=10)
+    present = [o for o in colors if (table["outcome"] == o).any()]
+    ax.legend([Patch(color=colors[o]) for o in present], present, fontsize=7, frameon=False)
+    plt.close(fig)
+    return fig
+
+
+def list_test_files() -> list[str]:
+    """The project's top-level test modules, relative to the root."""
+    root = project_root()
+    return sorted(str(p.relative_to(root)) for p in (root / "tests").glob("test_*.py"))
+
+
+def _table_html(run: TestRun) -> str:
+    counts = ", ".join(f"{n} {o}" for o, n in run.counts.items() if n)
+    failed = run.table[run.table["outcome"].isin(["failed", "error"])]
+    rows = failed[["test", "message"]].to_html(index=False) if len(failed) else ""
+    return f"<b>{counts or 'no tests'}</b> in {run.seconds:.1f} s (exit code {run.returncode}){rows}"
+
+
+def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
+    """Pick a test file and an optional -k filter, press Run: pytest runs in a subprocess.
+    `first`, a run already made, is shown until then."""
+    import ipywidgets as w
+
+    files = list(options) if options is not None else list_test_files()
+    if not files:
+        raise InvalidArgument("options must name at least one test file, got none")
+    target = w.Dropdown(options=files, value=files[0], description="tests")
+    keyword = w.Text(value="", placeholder="e.g. lease or backoff", description="-k")
+    button = w.Button(description="Run", icon="play", button_style="primary")
+    status = w.HTML("Choose a test file (and a -k expression if you like), then press Run.")
+    image = w.Image(format="png")
+    runs: list[TestRun] = []
+    if first is not None:
+        status.value = "Last run: " + _table_html(first)
+        image.value = _png(plot_durations(first))
+
+    def on_click(_: Any) -> None:
+        button.disabled = True
+        status.value = f"running pytest {target.value} ..."
+        try:
+            extra = ["-k", keyword.value] if keyword.value.strip() else []
+            run = run_pytest([target.value], name="testing_panel", extra=extra)
+            runs.append(run)
+            status.value = _table_html(run)
+            if len(run.table):
+                image.value = _png(plot_durations(run, f"{target.value}: time per test"))
+        except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
+            status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
+        finally:
+            button.disabled = False
+
+    button.on_click(on_click)
+    box = w.VBox([w.HBox([target, keyword, button]), status, image])
+    box.target, box.keyword, box.button, box.status, box.image, box.runs = (
+        target,
+        keyword,
+        button,
+        status,
+        image,
+        runs,
+    )
+    return box
+
+
+def _png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
