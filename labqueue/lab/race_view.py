@@ -91,7 +91,7 @@ class RacePanel:
         self.button = w.Button(description="Run the race", button_style="primary", icon="play")
         self.status = w.HTML()
         self.table = w.HTML()
-        self.chart = w.Image(format="png")
+        self.chart = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
         self.button.on_click(lambda _: self.run())
         self.widget = w.VBox(
             [w.HBox([self.jobs, self.workers]), self.button, self.status, self.table, self.chart]
@@ -119,7 +119,7 @@ class RacePanel:
             f"last run: {r.jobs:,} jobs, {r.workers} processes; naive made <b>{r.duplicates:,}</b> "
             f"duplicate claims"
         )
-        self.table.value = results_frame(self.results).set_index("strategy").to_html()
+        self.table.value = results_frame(self.results).to_html(index=False, border=0)
         self.chart.value = figure_png(plot_race(self.results))
 
 

@@ -210,7 +210,7 @@ class ZombiePanel:
         )
         self.replaced = w.Checkbox(value=True, description="worker-b took over at t=31")
         self.text = w.HTML()
-        self.chart = w.Image(format="png")
+        self.chart = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
         for control in (self.report, self.report_at, self.replaced):
             control.observe(lambda _: self.update(), names="value")
         self.widget = w.VBox([w.HBox([self.report, self.replaced]), self.report_at, self.text, self.chart])
