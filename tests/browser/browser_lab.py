@@ -1,0 +1,424 @@
+"""Drive the course in real JupyterLab: a throwaway server, and a notebook page a test can use
+the way a learner does (menus, buttons, sliders), with checks for errors and unrendered widgets.
+
+The server is started with the README's own command, `python tasks.py lab ...`, when the tests
+run inside the project's .venv (as `python tasks.py test` does); elsewhere the same `jupyter lab`
+command runs in the current interpreter, so the test needs no second install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SCREENSHOTS = ROOT / "screenshots" / "browser"
+
+# JupyterLab settings for the throwaway server: never write the opened copies back (no
+# autosave), keep every cell in the DOM so prompts and outputs can be read, no update checks.
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "checkForUpdates": False,
+        "fetchNews": "false",
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lab_command(args: list[str]) -> list[str]:
+    """`python tasks.py lab ARGS` inside the project's .venv, else the command it runs."""
+    venv = ROOT / ".venv"
+    if venv.exists() and Path(sys.prefix).resolve() == venv.resolve():
+        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]
+    return [sys.executable, "-m", "jupyter", "lab", "notebooks/00_versions.ipynb", *args]
+
+
+@dataclass
+class LabServer:
+    """JupyterLab on a free localhost port with a random token. The notebooks it serves are
+    copies in a scratch folder (under the git-ignored work/), so the committed ones stay as
+    they are and every kernel writes its scratch databases next to the copy."""
+
+    scratch: Path
+    port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    proc: subprocess.Popen | None = None
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def copies(self) -> Path:
+        """The folder, under the server's root (the repository), holding the notebook copies."""
+        return self.scratch / "course"  # not "tree": JupyterLab's /lab/tree/ URLs would misread it
+
+    def start(self, timeout: float = 300.0) -> LabServer:
+        shutil.copytree(ROOT / "notebooks", self.copies / "notebooks", ignore=_scratch_files)
+        if (ROOT / "data").is_dir():
+            shutil.copytree(ROOT / "data", self.copies / "data")
+        settings = self.scratch / "lab-settings"
+        for name, values in LAB_SETTINGS.items():
+            (settings / name).parent.mkdir(parents=True, exist_ok=True)
+            (settings / name).write_text(json.dumps(values))
+        args = [
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={ROOT}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={self.scratch / 'workspaces'}",
+            "--LabApp.expose_app_in_browser=True",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            args.append("--allow-root")  # CI containers run as root
+        self.command = lab_command(args)
+        env = {
+            **os.environ,
+            "JUPYTER_RUNTIME_DIR": str(self.scratch / "runtime"),
+            "JUPYTER_CONFIG_DIR": str(self.scratch / "config"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log = self.scratch / "jupyterlab.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with code {self.proc.returncode}:\n{self.log_tail()}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                self.api("GET", "status")
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{self.base}/api/{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def url(self, path: str) -> str:
+        return f"{self.base}/lab/tree/{path}?reset&token={self.token}"
+
+    def copy_path(self, notebook: Path) -> str:
+        """The server path of the scratch copy of notebooks/<name>."""
+        return (self.copies / "notebooks" / notebook.name).relative_to(ROOT).as_posix()
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            self.api("POST", "shutdown")
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            from labqueue.procs import kill_tree
+
+            kill_tree(self.proc)
+
+
+def _scratch_files(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in {"work", ".ipynb_checkpoints"}]
+
+
+def scratch_folder() -> Path:
+    """A fresh folder under the repository's git-ignored work/ (the server's root must hold
+    both the notebook `tasks.py lab` opens and the copies the test drives)."""
+    parent = ROOT / "work"
+    parent.mkdir(exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="browser-", dir=parent))
+
+
+# --- the page ----------------------------------------------------------------------------
+
+# Reads the open notebook through JupyterLab's own model: prompts, error outputs, and every
+# widget output with what it rendered.
+_STATE_JS = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = [];
+  panel.content.widgets.forEach((cell, index) => {
+    if (cell.model.type !== 'code') return;
+    const prompt = cell.node.querySelector('.jp-InputArea-prompt');
+    const outputs = [];
+    for (let i = 0; i < cell.model.outputs.length; i++) {
+      const out = cell.model.outputs.get(i);
+      const child = cell.outputArea.widgets[i];
+      const node = child ? (child.node.querySelector('.jp-OutputArea-output') || child.node) : null;
+      const box = node ? node.getBoundingClientRect() : {height: 0};
+      outputs.push({
+        type: out.type,
+        widget: 'application/vnd.jupyter.widget-view+json' in (out.data || {}),
+        mime: node ? node.getAttribute('data-mime-type') : null,
+        views: node ? node.querySelectorAll('.jupyter-widgets').length : 0,
+        height: box.height,
+        text: node ? node.textContent.slice(0, 300) : '',
+        error: out.type === 'error' ? (out.toJSON().ename + ': ' + out.toJSON().evalue) : '',
+      });
+    }
+    cells.push({index, prompt: prompt ? prompt.textContent.trim() : '', outputs});
+  });
+  return {cells, kernel: panel.sessionContext.session ? panel.sessionContext.kernelDisplayStatus : 'none'};
+}
+"""
+
+# Records every error the kernel reports on IOPub while the page is open, including
+# exceptions raised inside widget callbacks, which no cell output shows.
+_LISTEN_JS = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  window.__kernelErrors = [];
+  panel.sessionContext.iopubMessage.connect((_, msg) => {
+    if (msg.header.msg_type === 'error') {
+      window.__kernelErrors.push(msg.content.ename + ': ' + msg.content.evalue);
+    }
+  });
+}
+"""
+
+_KERNEL_READY_JS = """
+() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  return !!(panel && panel.content && panel.sessionContext && panel.sessionContext.session
+            && panel.sessionContext.session.kernel);
+}
+"""
+
+# Scrolls the notebook to its top; returns the height of its cells in pixels.
+_TO_TOP_JS = """
+() => {
+  const content = window.jupyterapp.shell.currentWidget.content;
+  const scroller = content.node.querySelector('.jp-WindowedPanel-outer') || content.node;
+  scroller.scrollTop = 0;
+  const cells = content.node.querySelectorAll('.jp-Cell');
+  if (!cells.length) return 0;
+  return cells[cells.length - 1].getBoundingClientRect().bottom - scroller.getBoundingClientRect().top;
+}
+"""
+
+WIDGET_FAILURE = re.compile(r"Error displaying widget|model not found|Loading widget")
+
+
+class NotebookPage:
+    """One notebook open in JupyterLab in its own browser context."""
+
+    def __init__(self, server: LabServer, browser: Any, notebook: Path) -> None:
+        self.server = server
+        self.notebook = notebook
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.console_errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.console_errors.append(str(exc)))
+
+    # -- opening and running --
+
+    def open(self, timeout: float = 90.0) -> None:
+        self.page.goto(self.server.url(self.server.copy_path(self.notebook)))
+        deadline = time.monotonic() + timeout
+        while not self.page.evaluate(_KERNEL_READY_JS):
+            self.fail_on_dialog()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.notebook.name}: no notebook with a kernel after {timeout:.0f} s")
+            time.sleep(0.25)
+        self.wait_idle(timeout)
+        self.page.evaluate(_LISTEN_JS)
+        self.fail_on_dialog()
+        # More room for the notebook in screenshots: fold the file browser away.
+        self.page.evaluate("() => window.jupyterapp.commands.execute('application:toggle-left-area')")
+
+    def menu(self, top: str, item: str) -> None:
+        """Click a main-menu entry, as a learner does: `menu("Run", "Run All Cells")`."""
+        self.fail_on_dialog()
+        self.page.click(f'.lm-MenuBar-itemLabel:text-is("{top}")')
+        self.page.click(f'.lm-Menu-itemLabel:text-is("{item}")')
+
+    def run_all(self, timeout: float = 180.0) -> dict:
+        """Clear the saved outputs, run every cell, and wait until all have run (or one failed)."""
+        self.menu("Edit", "Clear Outputs of All Cells")
+        self.menu("Run", "Run All Cells")
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.state()
+            prompts = [c["prompt"] for c in state["cells"]]
+            running = any("*" in p for p in prompts)
+            all_ran = all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+            if all_ran or (not running and self.kernel_errors()):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.notebook.name}: cells still running after {timeout:.0f} s: {prompts}"
+                )
+            self.fail_on_dialog()
+            time.sleep(0.5)
+        self.wait_idle(timeout)
+        self.wait_widgets()
+        return self.state()
+
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        self.page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'",
+            timeout=timeout * 1000,
+        )
+
+    def wait_widgets(self, timeout: float = 20.0) -> None:
+        """Give widget views a moment to finish rendering ("Loading widget..." is transient)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = [
+                o
+                for c in self.state()["cells"]
+                for o in c["outputs"]
+                if o["widget"] and "Loading widget" in o["text"]
+            ]
+            if not pending:
+                return
+            time.sleep(0.25)
+
+    # -- reading --
+
+    def state(self) -> dict:
+        return self.page.evaluate(_STATE_JS)
+
+    def kernel_errors(self) -> list[str]:
+        return self.page.evaluate("() => window.__kernelErrors || []")
+
+    def dialog_text(self) -> str | None:
+        dialog = self.page.query_selector(".jp-Dialog")
+        return dialog.inner_text() if dialog else None
+
+    def fail_on_dialog(self) -> None:
+        text = self.dialog_text()
+        if text:
+            raise AssertionError(f"{self.notebook.name}: JupyterLab shows a dialog: {text!r}")
+
+    def problems(self, state: dict | None = None) -> list[str]:
+        """Everything a learner would see go wrong: errors, cells that did not run, widgets that
+        did not render, dialogs and uncaught page errors."""
+        state = state or self.state()
+        found: list[str] = []
+        for cell in state["cells"]:
+            where = f"code cell {cell['index']}"
+            if not re.fullmatch(r"\[\d+\]:", cell["prompt"]):
+                found.append(f"{where} did not run (prompt {cell['prompt']!r})")
+            for out in cell["outputs"]:
+                if out["type"] == "error":
+                    found.append(f"{where} raised {out['error']}")
+                if WIDGET_FAILURE.search(out["text"]):
+                    found.append(f"{where}: a widget did not render: {out['text']!r}")
+                elif out["widget"] and out["views"] == 0 and out["text"].strip():
+                    found.append(f"{where}: a widget shows as text, not rendered: {out['text'][:80]!r}")
+                elif out["widget"] and out["views"] and out["height"] <= 0:
+                    found.append(f"{where}: a widget rendered with no height")
+        found += [f"kernel error: {e}" for e in self.kernel_errors()]
+        found += [f"page error: {e}" for e in self.console_errors]
+        if self.dialog_text():
+            found.append(f"dialog: {self.dialog_text()!r}")
+        return found
+
+    def text(self) -> str:
+        return self.page.evaluate("() => window.jupyterapp.shell.currentWidget.content.node.innerText")
+
+    # -- widgets --
+
+    def button(self, description: str) -> Any:
+        """The (one) widget button with this description in the open notebook."""
+        buttons = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) button.widget-button").filter(
+            has_text=re.compile(rf"^\s*{re.escape(description)}\s*$")
+        )
+        count = buttons.count()
+        if count != 1:
+            raise AssertionError(f"{self.notebook.name}: expected one {description!r} button, found {count}")
+        return buttons.first
+
+    def panel_of(self, description: str) -> Any:
+        """The outermost widget box holding the button with this description."""
+        return self.button(description).locator(
+            "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' widget-box ')][last()]"
+        )
+
+    def set_slider(self, panel: Any, description: str, value: int) -> None:
+        """Type a value into a slider's readout and press Enter, as a learner can."""
+        slider = panel.locator(".widget-slider").filter(
+            has=self.page.locator(f'label.widget-label:text-is("{description}")')
+        )
+        readout = slider.locator(".widget-readout")
+        readout.click()
+        readout.press("ControlOrMeta+a")
+        readout.type(str(value))
+        readout.press("Enter")
+
+    # -- pictures --
+
+    def screenshot(self, name: str, whole: bool = True) -> Path:
+        """A picture of the notebook: all of it (the window made as tall as the notebook), or
+        with `whole=False` just what is in view, e.g. a widget panel after it was used."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        if not whole:
+            self.page.screenshot(path=str(path))
+            return path
+        height = self.page.evaluate(_TO_TOP_JS)
+        self.page.set_viewport_size({"width": 1280, "height": int(min(max(height + 160, 900), 16000))})
+        time.sleep(0.5)
+        self.page.evaluate(_TO_TOP_JS)
+        self.page.screenshot(path=str(path))
+        self.page.set_viewport_size({"width": 1280, "height": 900})
+        return path
+
+    def close(self) -> None:
+        """Close the page and shut its kernel down (other open notebooks keep theirs)."""
+        session = None
+        with contextlib.suppress(Exception):
+            session = self.page.evaluate(
+                "() => window.jupyterapp.shell.currentWidget.sessionContext.session.id"
+            )
+        with contextlib.suppress(Exception):
+            self.context.close()
+        if session:
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                self.server.api("DELETE", f"sessions/{session}")
