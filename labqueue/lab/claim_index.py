@@ -330,7 +330,7 @@ def claim_index_panel(
     initial: pd.DataFrame | None = None, folder: Folder = None, sizes: Iterable[int] = SIZES
 ):
     """Choose how many done rows to seed and press the button: seeds, times the claims
-    under the three setups, and redraws. The tutorial's million rows take a minute or so."""
+    under the three setups, and redraws. The tutorial's million rows take up to half a minute."""
     import ipywidgets as widgets
 
     sizes = list(sizes)
@@ -339,6 +339,7 @@ def claim_index_panel(
     size = widgets.Dropdown(options=options, value=default, description="table")
     button = widgets.Button(description="seed and measure", button_style="primary")
     status = widgets.HTML()
+    progress = widgets.Output()  # the seeding and timing progress bars appear here
     table = widgets.HTML()
     picture = widgets.Image(format="png")
     tutorial = tutorial_figures()
@@ -351,8 +352,10 @@ def claim_index_panel(
     def on_click(_button: object = None) -> None:
         button.disabled = True
         status.value = f"seeding {size.value:,} done rows and timing claims …"
+        progress.clear_output()
         try:
-            measured, seeded = measure(size.value, folder=folder, progress=False)
+            with progress:
+                measured, seeded = measure(size.value, folder=folder)
             show(
                 results_table(measured, size.value),
                 f"<b>{size.value:,} done rows</b> (seeded in {seeded:.1f} s)",
@@ -365,7 +368,7 @@ def claim_index_panel(
         show(initial, "<b>the run above</b>; choose a size and press the button to measure again")
     else:
         status.value = "<b>choose a size and press the button</b>"
-    return widgets.VBox([widgets.HBox([size, button]), status, table, picture])
+    return widgets.VBox([widgets.HBox([size, button]), status, table, picture, progress])
 
 
 def queue_plans(folder: Folder = None) -> pd.DataFrame:

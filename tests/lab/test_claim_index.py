@@ -91,7 +91,7 @@ def test_panel_shows_the_initial_run_and_measures_on_click(tmp_path):
     results, _ = claim_index.measure(500, folder=tmp_path, progress=False, setups=FEW)
     initial = claim_index.results_table(results, 500)
     panel = claim_index.claim_index_panel(initial, folder=tmp_path, sizes=(1_000, 2_000))
-    (size, button), status, table, picture = panel.children[0].children, *panel.children[1:]
+    (size, button), status, table, picture, _progress = panel.children[0].children, *panel.children[1:]
     assert "the run above" in status.value and "no index" in table.value and picture.value
     size.value = 2_000
     button.click()
