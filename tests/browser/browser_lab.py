@@ -366,8 +366,8 @@ class NotebookPage:
     # -- widgets --
 
     def button(self, description: str) -> Any:
-        """The (one) widget button with this description in the open notebook."""
-        buttons = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) button.widget-button").filter(
+        """The (one) widget button or toggle button with this description in the open notebook."""
+        buttons = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) button.jupyter-button").filter(
             has_text=re.compile(rf"^\s*{re.escape(description)}\s*$")
         )
         count = buttons.count()

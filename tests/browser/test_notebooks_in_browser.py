@@ -90,8 +90,8 @@ def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages) -> None:
 # --- 02: the lease playground -------------------------------------------------------------
 
 
-def lease_row(panel) -> dict[str, str]:
-    """The job's row as the playground shows it: {state, attempts, visible_at, worker, token}."""
+def job_row(panel) -> dict[str, str]:
+    """The job's row as a panel's table shows it, e.g. {state, attempts, worker, ...}."""
     heads = [h.strip() for h in panel.locator("table th").all_inner_texts()]
     cells = [c.strip() for c in panel.locator("table td").all_inner_texts()]
     assert heads and len(heads) == len(cells), f"no job row on the page: {heads} {cells}"
@@ -113,16 +113,16 @@ def test_lease_playground_row_changes_hands(ran_notebook) -> None:
     page = ran_notebook("02")
     panel = page.panel_of("worker-a claims")
     panel.scroll_into_view_if_needed()
-    before = lease_row(panel)
+    before = job_row(panel)
     assert before["state"] == "queued", before
 
     page.button("worker-a claims").click()
-    held = wait_for(lambda: lease_row(panel), lambda r: r["worker"] == "worker-a", "worker-a's claim")
+    held = wait_for(lambda: job_row(panel), lambda r: r["worker"] == "worker-a", "worker-a's claim")
     assert held["state"] == "running"
 
     page.button("worker-b claims").click()  # too early: the lease still hides the job
     wait_for(panel.inner_text, lambda t: "worker-b claims: []" in t, "worker-b's early claim")
-    assert lease_row(panel)["worker"] == "worker-a"
+    assert job_row(panel)["worker"] == "worker-a"
 
     for _ in range(10):  # move the clock until the lease has run out
         if "claimable: yes" in panel.inner_text():
@@ -132,12 +132,44 @@ def test_lease_playground_row_changes_hands(ran_notebook) -> None:
     wait_for(panel.inner_text, lambda t: "claimable: yes" in t, "the lease running out")
 
     page.button("worker-b claims").click()
-    taken = wait_for(lambda: lease_row(panel), lambda r: r["worker"] == "worker-b", "worker-b's claim")
+    taken = wait_for(lambda: job_row(panel), lambda r: r["worker"] == "worker-b", "worker-b's claim")
     assert taken["state"] == "running"
     assert taken["token"] != held["token"], ("a takeover gets a new fencing token", held, taken)
     assert int(taken["attempts"]) == int(held["attempts"]) + 1, (held, taken)
     print(f"02 lease playground: row {before} -> {held} -> {taken}")
     page.screenshot("02_leases-after-takeover", whole=False)
+    assert page.problems() == []
+
+
+# --- 03: start a worker, kill it, watch the takeover ---------------------------------------
+
+
+def test_crash_lab_shows_the_takeover(ran_notebook) -> None:
+    page = ran_notebook("03")
+    panel = page.panel_of("start a worker")
+    panel.scroll_into_view_if_needed()
+    page.button("watch live").click()  # the row refreshes itself from here on
+
+    page.button("start a worker").click()
+    first = wait_for(
+        lambda: job_row(panel), lambda r: r["worker"] == "w1" and r["state"] == "running", "w1's claim"
+    )
+    assert first["attempts"] == "1", first
+
+    page.button("kill newest worker").click()  # w1 is stuck inside the stalling first attempt
+    wait_for(panel.inner_text, lambda t: "w1 killed" in t, "w1 shown as killed")
+    assert job_row(panel)["worker"] == "w1", "the dead worker still holds the lease"
+
+    page.button("start a worker").click()
+    taken = wait_for(lambda: job_row(panel), lambda r: r["worker"] == "w2", "w2 taking the job", timeout=60)
+    assert taken["attempts"] == "2", taken
+    done = wait_for(lambda: job_row(panel), lambda r: r["state"] == "done", "the job finishing", timeout=60)
+    assert done["worker"] == "w2" and done["attempts"] == "2", done
+    print(f"03 crash lab: {first} -> killed w1 -> {taken} -> {done}")
+    page.screenshot("03_crash_recovery-after-takeover", whole=False)
+
+    page.button("watch live").click()
+    page.button("new job").click()  # stops the remaining worker
     assert page.problems() == []
 
 
