@@ -14,6 +14,7 @@ from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, scratch_folder
 def lab_server() -> Iterator[LabServer]:
     scratch = scratch_folder()
     server = LabServer(scratch).start()
+    print(f"\nJupyterLab on port {server.port}, started with: {' '.join(server.command[:4])} ...")
     try:
         yield server
     finally:
