@@ -119,6 +119,30 @@ def _late_report(q: JobQueue, job: Job, report: str, fenced: bool) -> bool:
     return q.db.total_changes > before
 
 
+def outcomes_table(report_at: float = 40.0, folder: str | Path | None = None):
+    """Every combination of late report, takeover and fence, played on the fake clock."""
+    import pandas as pd
+
+    rows = []
+    for replaced in (True, False):
+        for report in REPORTS:
+            for fenced in (False, True):
+                o = scenario(fenced, report, report_at, replaced, folder)
+                late = next(e for e in o.events if e.worker == "worker-a" and e.action == report)
+                rows.append(
+                    {
+                        "worker-b took over": "yes" if replaced else "no",
+                        "worker-a's late report": report,
+                        "fence": "on" if fenced else "off",
+                        "late report changed the row": late.accepted,
+                        "handler runs": len(o.runs),
+                        "final state": o.state,
+                        "attempts": o.attempts,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
 def tutorial_lines(path: Path = DATA) -> list[str]:
     """The lines the tutorial printed for its three zombie runs (from data/)."""
     text = path.read_text(encoding="utf-8")

@@ -32,6 +32,19 @@ def test_unreplaced_fenced_fail_is_a_real_failure_and_retries(tmp_path):
     assert out.runs == ["worker-a", "worker-c"] and out.state == "done"
 
 
+def test_outcomes_table_only_the_unfenced_late_fail_after_takeover_runs_three_times(tmp_path):
+    table = zombie.outcomes_table(folder=tmp_path)
+    assert len(table) == 8
+    three = table[table["handler runs"] == 3]
+    assert three[["worker-b took over", "worker-a's late report", "fence"]].values.tolist() == [
+        ["yes", "fail", "off"]
+    ]
+    fenced_takeovers = table[(table["fence"] == "on") & (table["worker-b took over"] == "yes")]
+    assert set(fenced_takeovers["handler runs"]) == {2}
+    assert not fenced_takeovers["late report changed the row"].any()
+    assert set(table["final state"]) == {"done"}
+
+
 def test_bad_arguments_are_named(tmp_path):
     with pytest.raises(InvalidArgument, match="'retry'"):
         zombie.scenario(report="retry", folder=tmp_path)
