@@ -318,7 +318,7 @@ def empty_claim_seconds(claims: int = 2000, folder: Folder = None) -> float:
 
 def figure_png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
 
 
@@ -341,12 +341,14 @@ def claim_index_panel(
     status = widgets.HTML()
     progress = widgets.Output()  # the seeding and timing progress bars appear here
     table = widgets.HTML()
-    picture = widgets.Image(format="png")
+    picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
     tutorial = tutorial_figures()
 
     def show(results: pd.DataFrame, note: str) -> None:
         status.value = note
-        table.value = results.drop(columns=["claim plan", "retire plan"]).to_html()
+        table.value = (
+            results.drop(columns=["claim plan", "retire plan"]).reset_index().to_html(index=False, border=0)
+        )
         picture.value = figure_png(plot_latency(results, tutorial))
 
     def on_click(_button: object = None) -> None:

@@ -200,7 +200,7 @@ def effect_that_raises(folder: Folder = None) -> dict[str, object]:
 
 def figure_png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
 
 
@@ -218,7 +218,7 @@ def effects_panel(folder: Folder = None):
     )
     summary = widgets.HTML()
     table = widgets.HTML()
-    picture = widgets.Image(format="png")
+    picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def refresh(_change: object = None) -> None:
         steps = replay(design.value, stall.value, folder)
@@ -228,7 +228,7 @@ def effects_panel(folder: Folder = None):
             f"(t={WORKER_B_POLLS_AT:.0f} s, lease {LEASE_SECONDS:.0f} s): ada ends with "
             f"{steps[-1].credits} credits.</b>"
         )
-        table.value = steps_table(steps).to_html(index=False)
+        table.value = steps_table(steps).to_html(index=False, border=0)
         picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))
 
     design.observe(refresh, names="value")

@@ -282,7 +282,7 @@ def plot_timeline(runs: list[Run]):
 
 def figure_png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
 
 
@@ -304,11 +304,11 @@ def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
     button = widgets.Button(description="run both scenarios", button_style="primary")
     status = widgets.HTML()
     table = widgets.HTML()
-    picture = widgets.Image(format="png")
+    picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def show(runs: list[Run], note: str) -> None:
         status.value = note
-        table.value = summary_table(runs).to_html()
+        table.value = summary_table(runs).reset_index().to_html(index=False, border=0, na_rep="–")
         picture.value = figure_png(plot_timeline(runs))
 
     def on_run(_button: object = None) -> None:

@@ -108,7 +108,7 @@ def plot_jitter(delays: pd.DataFrame):
 
 def figure_png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
 
 
@@ -125,13 +125,13 @@ def jitter_panel(n_jobs: int = 300, folder: Folder = None):
     )
     attempts = widgets.IntSlider(value=8, min=2, max=15, description="max attempts", style=style)
     table = widgets.HTML()
-    picture = widgets.Image(format="png")
+    picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def refresh(_change: object = None) -> None:
         delays = jitter_delays(
             n_jobs, base=base.value, cap=cap.value, max_attempts=attempts.value, folder=folder
         )
-        table.value = jitter_summary(delays).to_html()
+        table.value = jitter_summary(delays).reset_index().to_html(index=False, border=0)
         picture.value = figure_png(plot_jitter(delays))
 
     for control in (base, cap, attempts):
