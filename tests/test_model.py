@@ -1,0 +1,299 @@
+"""A model-checked queue: hypothesis drives JobQueue and a small pure-Python model of it,
+on the same fake clock, through random sequences of every operation, and after each
+step the two must agree on every job and the queue's invariants must hold."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+
+from labqueue import FakeClock, Job, JobQueue
+from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.queue import MAX_ERROR_CHARS
+from labqueue.sql import LAST_ATTEMPT_EXPIRED
+
+LEASE = 30.0
+MAX_ATTEMPTS = 3
+BACKOFF_BASE = 2.0
+BACKOFF_CAP = 60.0
+CLOCK_STEPS = [0.0, 0.5, 1.0, 10.0, LEASE - 0.5, LEASE, LEASE + 0.5, 2 * LEASE, 600.0, -5.0, -LEASE]
+
+
+@dataclass
+class ModelJob:
+    kind: str
+    max_attempts: int
+    visible_at: float
+    dedupe_key: str | None
+    created_at: float
+    state: str = "queued"
+    attempts: int = 0
+    lease_token: str | None = None
+    worker: str | None = None
+    last_error: str | None = None
+    finished_at: float | None = None
+    effects: list[int] = field(default_factory=list)  # the attempt of each ledger row
+
+
+class QueueModel:
+    """What the queue should do, written as plainly as possible."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, ModelJob] = {}
+
+    def enqueue(self, kind, now, delay, max_attempts, dedupe_key) -> int | None:
+        if dedupe_key is not None and any(j.dedupe_key == dedupe_key for j in self.jobs.values()):
+            return None
+        job_id = len(self.jobs) + 1
+        self.jobs[job_id] = ModelJob(kind, max_attempts, now + delay, dedupe_key, now)
+        return job_id
+
+    def ready(self, now: float) -> list[int]:
+        live = [i for i, j in self.jobs.items() if j.state in ("queued", "running") and j.visible_at <= now]
+        return sorted(live, key=lambda i: (self.jobs[i].visible_at, i))
+
+    def claim(self, now: float, worker: str, limit: int) -> list[int]:
+        for job in self.jobs.values():  # a last lease that ran out retires the job
+            if job.state == "running" and job.attempts >= job.max_attempts and job.visible_at <= now:
+                job.state, job.lease_token, job.finished_at = "dead", None, now
+                previous = job.last_error
+                job.last_error = LAST_ATTEMPT_EXPIRED + (
+                    "" if previous is None else f"; previous error: {previous}"
+                )
+        return self.ready(now)[:limit]
+
+    def lease(self, ids: list[int], now: float, worker: str, token: str) -> None:
+        for i in ids:
+            job = self.jobs[i]
+            job.state, job.attempts, job.visible_at = "running", job.attempts + 1, now + LEASE
+            job.lease_token, job.worker = token, worker
+
+    def holds(self, handle: Job) -> bool:
+        job = self.jobs[handle.id]
+        return job.state == "running" and job.lease_token == handle.lease_token
+
+    def complete(self, handle: Job, now: float, effect: bool) -> bool:
+        if not self.holds(handle):
+            return False
+        job = self.jobs[handle.id]
+        job.state, job.finished_at, job.lease_token = "done", now, None
+        if effect:
+            job.effects.append(handle.attempts)
+        return True
+
+    def fail(self, handle: Job, now: float, error: str, retry: bool, jitter: float) -> str | None:
+        if not self.holds(handle):
+            return None
+        job = self.jobs[handle.id]
+        if not retry or job.attempts >= job.max_attempts:
+            job.state, job.finished_at = "dead", now
+        else:
+            ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (handle.attempts - 1))
+            job.state, job.finished_at, job.visible_at = "queued", None, now + jitter * ceiling
+        job.lease_token, job.last_error = None, error[:MAX_ERROR_CHARS]
+        return job.state
+
+    def heartbeat(self, handle: Job, now: float) -> bool:
+        if not self.holds(handle):
+            return False
+        self.jobs[handle.id].visible_at = now + LEASE
+        return True
+
+    def requeue_dead(self, ids: list[int] | None, now: float) -> list[int]:
+        chosen = [i for i, j in self.jobs.items() if j.state == "dead" and (ids is None or i in ids)]
+        for i in chosen:
+            job = self.jobs[i]
+            job.state, job.attempts, job.visible_at, job.finished_at = "queued", 0, now, None
+        return sorted(chosen)
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """Every rule does one thing to both the queue and the model and compares the answers."""
+
+    handles = Bundle("handles")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="labqueue-model-"))
+        self.clock = FakeClock(1000.0)
+        self.jitter = 0.5
+        self.q = JobQueue(
+            self.folder / "jobs.db",
+            lease_seconds=LEASE,
+            max_attempts=MAX_ATTEMPTS,
+            backoff_base=BACKOFF_BASE,
+            backoff_cap=BACKOFF_CAP,
+            clock=self.clock,
+            rng=lambda: self.jitter,
+        )
+        self.q.db.execute(LEDGER_TABLE)
+        self.model = QueueModel()
+        self.ever_done: set[int] = set()
+        self.tokens_seen: set[str] = set()
+
+    def teardown(self) -> None:
+        self.q.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    @initialize()
+    def a_first_job(self) -> None:
+        self.enqueue(delay=0.0, max_attempts=None, dedupe_key=None)
+
+    # -- producing -------------------------------------------------------------------
+
+    @rule(
+        delay=st.sampled_from([0.0, 0.0, 5.0, LEASE, 100.0]),
+        max_attempts=st.sampled_from([None, None, 1, 2]),
+        dedupe_key=st.sampled_from([None, None, "signup-ada", "signup-bob"]),
+    )
+    def enqueue(self, delay: float, max_attempts: int | None, dedupe_key: str | None) -> None:
+        got = self.q.enqueue("credit", {}, delay=delay, max_attempts=max_attempts, dedupe_key=dedupe_key)
+        attempts = MAX_ATTEMPTS if max_attempts is None else max_attempts
+        assert got == self.model.enqueue("credit", self.clock.now, delay, attempts, dedupe_key)
+
+    @rule(n=st.integers(1, 3))
+    def enqueue_many(self, n: int) -> None:
+        assert self.q.enqueue_many("credit", [{}] * n) == n
+        for _ in range(n):
+            self.model.enqueue("credit", self.clock.now, 0.0, MAX_ATTEMPTS, None)
+
+    # -- consuming -------------------------------------------------------------------
+
+    @rule(target=handles, worker=st.sampled_from(["w1", "w2", "w3"]), limit=st.integers(1, 3))
+    def claim(self, worker: str, limit: int):
+        expected = self.model.claim(self.clock.now, worker, limit)
+        jobs = self.q.claim(worker, limit=limit)
+        assert [j.id for j in jobs] == sorted(expected)
+        if jobs:
+            token = jobs[0].lease_token
+            assert all(j.lease_token == token for j in jobs), "a batch shares one token"
+            assert token not in self.tokens_seen, "every claim issues a fresh token"
+            self.tokens_seen.add(token)
+            self.model.lease(expected, self.clock.now, worker, token)
+            for job in jobs:
+                assert (job.attempts, job.lease_expires_at) == (
+                    self.model.jobs[job.id].attempts,
+                    self.clock.now + LEASE,
+                )
+        return multiple(*jobs)
+
+    @rule(handle=handles, effect=st.booleans())
+    def complete(self, handle: Job, effect: bool) -> None:
+        expected = self.model.complete(handle, self.clock.now, effect)
+        assert self.q.complete(handle, effect=ledger_effect(handle) if effect else None) is expected
+
+    @rule(handle=handles, retry=st.booleans(), jitter=st.sampled_from([0.0, 0.25, 1.0]))
+    def fail(self, handle: Job, retry: bool, jitter: float) -> None:
+        self.jitter = jitter
+        error = f"attempt {handle.attempts} failed"
+        expected = self.model.fail(handle, self.clock.now, error, retry, jitter)
+        assert self.q.fail(handle, error, retry=retry) == expected
+
+    @rule(handle=handles)
+    def heartbeat(self, handle: Job) -> None:
+        assert self.q.heartbeat(handle) is self.model.heartbeat(handle, self.clock.now)
+
+    # -- time and operations -------------------------------------------------------------
+
+    @rule(step=st.sampled_from(CLOCK_STEPS))
+    def move_clock(self, step: float) -> None:
+        self.clock.advance(step)
+
+    @rule(pick=st.one_of(st.none(), st.lists(st.integers(1, 12), max_size=4)))
+    def requeue_dead(self, pick: list[int] | None) -> None:
+        expected = self.model.requeue_dead(pick, self.clock.now)
+        assert self.q.requeue_dead(pick) == expected
+
+    @precondition(lambda self: self.model.jobs)
+    @rule()
+    def stats_agree(self) -> None:
+        now, jobs = self.clock.now, self.model.jobs.values()
+        stats = self.q.stats()
+        assert stats["queued"] == sum(j.state == "queued" for j in jobs)
+        assert stats["running"] == sum(j.state == "running" for j in jobs)
+        assert stats["dead"] == sum(j.state == "dead" for j in jobs)
+        assert stats["ready_now"] == len(self.model.ready(now))
+
+    # -- after every step ---------------------------------------------------------------
+
+    @invariant()
+    def every_job_agrees_with_the_model(self) -> None:
+        rows = self.q.db.execute(
+            "SELECT id, state, attempts, max_attempts, visible_at, lease_token, worker, last_error,"
+            " finished_at, dedupe_key FROM jobs ORDER BY id"
+        ).fetchall()
+        assert [r["id"] for r in rows] == sorted(self.model.jobs)
+        for row in rows:
+            job = self.model.jobs[row["id"]]
+            got = tuple(row)[1:]
+            want = (
+                job.state,
+                job.attempts,
+                job.max_attempts,
+                job.visible_at,
+                job.lease_token,
+                job.worker,
+                job.last_error,
+                job.finished_at,
+                job.dedupe_key,
+            )
+            assert got == want, f"job {row['id']}: queue {got} != model {want}"
+
+    @invariant()
+    def the_same_jobs_are_visible(self) -> None:
+        now = self.clock.now
+        ready = self.q.db.execute(
+            "SELECT id FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?"
+            " ORDER BY visible_at, id",
+            (now,),
+        ).fetchall()
+        assert [r[0] for r in ready] == self.model.ready(now)
+
+    @invariant()
+    def the_queue_invariants_hold(self) -> None:
+        db: sqlite3.Connection = self.q.db
+        # One live token per job: running exactly when a token is held.
+        assert (
+            db.execute(
+                "SELECT COUNT(*) FROM jobs WHERE (state = 'running') != (lease_token IS NOT NULL)"
+            ).fetchone()[0]
+            == 0
+        )
+        # No job is ever claimed past its max_attempts.
+        assert db.execute("SELECT COUNT(*) FROM jobs WHERE attempts > max_attempts").fetchone()[0] == 0
+        # Done is final, and its effect, if any, was applied once, by its last attempt.
+        done = {r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'done'")}
+        assert self.ever_done <= done
+        self.ever_done |= done
+        ledger: dict[int, list[int]] = {}
+        for job_id, attempt in db.execute("SELECT job_id, attempt FROM ledger"):
+            ledger.setdefault(job_id, []).append(attempt)
+        assert set(ledger) <= done
+        for job_id, attempts in ledger.items():
+            assert attempts == self.model.jobs[job_id].effects
+            assert attempts == [self.model.jobs[job_id].attempts]
+
+
+TestQueueModel = pytest.mark.slow(QueueMachine.TestCase)
+TestQueueModel.settings = settings(
+    max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
