@@ -35,12 +35,13 @@ from .errors import InvalidArgument, QueueBusy
 from .procs import kill_tree
 from .queue import JobQueue
 from .scratch import work_folder
-from .sql import TABLE
+from .sql import SCHEMA
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "bench_results.json"
 BASELINE = "tutorial"
 TARGETS = {"worker_loop_ratio": 2.5, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
 RUN_TIMEOUT_SECONDS = 600.0
+START_TIMEOUT_SECONDS = 120.0
 
 
 class Sizes:
@@ -94,7 +95,7 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
     for p in workers:
         p.start()
     try:
-        barrier.wait(timeout=RUN_TIMEOUT_SECONDS)
+        barrier.wait(timeout=START_TIMEOUT_SECONDS)  # a worker that died at start breaks it
         start = time.time()
         reports = [results.get(timeout=RUN_TIMEOUT_SECONDS) for _ in workers]
     finally:
@@ -114,6 +115,7 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
         "missed": jobs - distinct,
         "seconds": round(seconds, 4),
         "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
+        "per_process": sorted((len(r[3]) for r in reports), reverse=True),
     }
 
 
@@ -177,8 +179,7 @@ def empty_poll(sizes: Sizes, folder: Path) -> dict[str, Any]:
     still answers while another connection holds the write lock."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "empty.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    _remove_db(path)
     claim_us, poll_us = [], []
     with JobQueue(path) as q:
         for _ in range(sizes.rounds):
@@ -238,41 +239,61 @@ def _while_locked(path: Path) -> dict[str, Any]:
 def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = lambda line: None) -> dict:
     """Median claim time with `finished` done rows in the table, for each size: the
     worker loop's claim_next and the tutorial's claim, each followed by an (untimed)
-    completion, as the tutorial's step 8 measures it."""
+    completion, as the tutorial's step 8 measures it. The tables are built first
+    (indexes before rows, as a long-lived queue has them) and the sizes then take
+    turns claim by claim, so a burst of load on the machine hits every size alike."""
     folder.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Any] = {"queued": sizes.queued, "claims": sizes.claims, "sizes": []}
-    for finished in sizes.finished:
-        path = folder / f"finished_{finished}.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        started = time.perf_counter()
-        now = _seed(path, finished, sizes.queued)
-        progress(f"seeded {finished:,} finished jobs in {time.perf_counter() - started:.1f} s")
-        with JobQueue(path, clock=FakeClock(now), lease_seconds=30) as q:
-            fast, tutorial = [], []
-            for i in range(sizes.claims):
+    paths, queues = [], []
+    try:
+        for finished in sizes.finished:
+            path = folder / f"finished_{finished}.db"
+            _remove_db(path)
+            started = time.perf_counter()
+            now = _seed(path, finished, sizes.queued)
+            progress(f"seeded {finished:,} finished jobs in {time.perf_counter() - started:.1f} s")
+            paths.append(path)
+            queues.append(JobQueue(path, clock=FakeClock(now), lease_seconds=30, schema=None))
+        fast: list[list[float]] = [[] for _ in queues]
+        tutorial: list[list[float]] = [[] for _ in queues]
+        for i in range(sizes.claims):
+            for q, fast_ms, tutorial_ms in zip(queues, fast, tutorial, strict=True):
                 start = time.perf_counter()
                 if i % 2 == 0:
                     job = q.claim_next("bench")
-                    fast.append((time.perf_counter() - start) * 1e3)
+                    fast_ms.append((time.perf_counter() - start) * 1e3)
                 else:
                     (job,) = q.claim("bench")
-                    tutorial.append((time.perf_counter() - start) * 1e3)
+                    tutorial_ms.append((time.perf_counter() - start) * 1e3)
                 q.complete(job)
-        out["sizes"].append(
+        rows = [
             {
                 "finished": finished,
-                "claim_next_ms": round(statistics.median(fast), 4),
-                "tutorial_claim_ms": round(statistics.median(tutorial), 4),
+                "claim_next_ms": round(statistics.median(fast_ms), 4),
+                "tutorial_claim_ms": round(statistics.median(tutorial_ms), 4),
                 "file_mb": round(path.stat().st_size / 1e6, 1),
             }
-        )
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-    small, big = out["sizes"][0], out["sizes"][-1]
-    out["growth"] = round(big["claim_next_ms"] / small["claim_next_ms"], 2)
-    out["tutorial_growth"] = round(big["tutorial_claim_ms"] / small["tutorial_claim_ms"], 2)
-    return out
+            for finished, fast_ms, tutorial_ms, path in zip(
+                sizes.finished, fast, tutorial, paths, strict=True
+            )
+        ]
+    finally:
+        for q in queues:
+            q.close()
+        for path in paths:
+            _remove_db(path)
+    small, big = rows[0], rows[-1]
+    return {
+        "queued": sizes.queued,
+        "claims": sizes.claims,
+        "sizes": rows,
+        "growth": round(big["claim_next_ms"] / small["claim_next_ms"], 2),
+        "tutorial_growth": round(big["tutorial_claim_ms"] / small["tutorial_claim_ms"], 2),
+    }
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _seed(path: Path, finished: int, queued: int) -> float:
@@ -282,7 +303,7 @@ def _seed(path: Path, finished: int, queued: int) -> float:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = OFF")  # bulk load only
-    db.executescript(TABLE)
+    db.executescript(SCHEMA)  # indexes first: the queue opens on a table as it would find it
     db.execute("BEGIN")
     db.executemany(
         "INSERT INTO jobs (kind, payload, state, attempts, visible_at, created_at, finished_at) "
