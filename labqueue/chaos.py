@@ -1,0 +1,480 @@
+"""The end-to-end chaos run: real worker processes drain a shuffled mix of jobs while a
+supervisor replaces the ones that die and, if asked, kills and freezes them at random.
+
+    python -m labqueue.chaos                        # the course's 300-job run
+    python -m labqueue.chaos --jobs 5000 --kill-every 0.5 --pause-every 2 --seed 7
+
+Faults come on top of the poison and failing jobs: SIGKILL of a random worker at
+random moments, and SIGSTOP of a random worker for longer than its lease, with SIGCONT
+later (a zombie that wakes up and tries to finish a job it no longer holds). When the
+queue has drained, the run checks its invariants, prints them, and exits 1 if any broke.
+Worker lifetimes, faults and job finish times stay in the database (tables chaos_workers
+and chaos_faults) for the timeline plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import psutil
+
+from .chaos_check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
+from .errors import InvalidArgument
+from .handlers import LEDGER_TABLE
+from .procs import kill_tree, start_worker
+from .queue import JobQueue
+from .scratch import db_path
+
+TICK = 0.05  # how often the supervisor looks at its workers, in seconds
+RECORD_TABLES = """
+CREATE TABLE IF NOT EXISTS chaos_workers (
+    name TEXT PRIMARY KEY, slot INTEGER, pid INTEGER, started REAL, ended REAL,
+    returncode INTEGER, fate TEXT
+);
+CREATE TABLE IF NOT EXISTS chaos_faults (
+    at REAL, fault TEXT, worker TEXT, job_id INTEGER, until REAL
+);
+"""
+
+JOB_ROWS = "SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs ORDER BY id"
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    """What to run. Times are in seconds; 0 for kill_every/pause_every means no such fault."""
+
+    jobs: int = 300
+    workers: int = 8
+    lease: float = 0.8
+    max_attempts: int = 3
+    mix: dict[str, int] | None = None  # None: the tutorial's mix, scaled to `jobs`
+    kill_every: float = 0.0  # mean time between SIGKILLs
+    pause_every: float = 0.0  # mean time between SIGSTOPs
+    pause_seconds: float = 2.0  # how long a stopped worker stays stopped
+    seed: int = 42  # shuffles the jobs (the tutorial's 42) and draws the faults
+    idle_exit: float = 1.0
+    timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("jobs", "workers", "max_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidArgument(f"{name} must be a whole number of at least 1, got {value!r}")
+        for name in ("lease", "idle_exit", "timeout"):
+            if not _number(getattr(self, name)) or getattr(self, name) <= 0:
+                raise InvalidArgument(
+                    f"{name} must be a number of seconds above 0, got {getattr(self, name)!r}"
+                )
+        for name in ("kill_every", "pause_every"):
+            if not _number(getattr(self, name)) or getattr(self, name) < 0:
+                raise InvalidArgument(
+                    f"{name} must be 0 (off) or a number of seconds, got {getattr(self, name)!r}"
+                )
+        if self.pause_every and not (_number(self.pause_seconds) and self.pause_seconds > self.lease):
+            raise InvalidArgument(
+                f"pause_seconds must be longer than the lease ({self.lease} s), got {self.pause_seconds!r}"
+            )
+        if self.mix is not None:
+            check_mix(self.mix, self.jobs)
+
+    @property
+    def job_mix(self) -> dict[str, int]:
+        return dict(self.mix) if self.mix is not None else scaled_mix(self.jobs)
+
+    @property
+    def is_tutorial_setup(self) -> bool:
+        """The setup whose timing the tutorial reports: its mix, pool, lease and no injected faults."""
+        return (
+            self.job_mix == TUTORIAL_MIX
+            and (self.workers, self.lease, self.max_attempts) == (8, 0.8, 3)
+            and not self.kill_every
+            and not self.pause_every
+        )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_mix(mix: dict[str, int], jobs: int) -> None:
+    unknown = sorted(set(mix) - set(EXPECTED_STATE))
+    if unknown:
+        raise InvalidArgument(f"mix has kinds without an expected end state: {', '.join(unknown)}")
+    bad = {k: n for k, n in mix.items() if not isinstance(n, int) or isinstance(n, bool) or n < 0}
+    if bad:
+        raise InvalidArgument(f"mix counts must be whole numbers of 0 or more, got {bad}")
+    if sum(mix.values()) != jobs:
+        raise InvalidArgument(f"mix adds up to {sum(mix.values())} jobs, but jobs is {jobs}")
+
+
+def scaled_mix(jobs: int) -> dict[str, int]:
+    """The tutorial's 260/6/10/24 in proportion to `jobs`, by largest remainder."""
+    total = sum(TUTORIAL_MIX.values())
+    exact = {k: n * jobs / total for k, n in TUTORIAL_MIX.items()}
+    mix = {k: int(v) for k, v in exact.items()}
+    for k in sorted(exact, key=lambda k: exact[k] - mix[k], reverse=True)[: jobs - sum(mix.values())]:
+        mix[k] += 1
+    return mix
+
+
+@dataclass
+class WorkerLife:
+    """One worker process, from its start to its end."""
+
+    name: str
+    slot: int
+    pid: int
+    started: float
+    ended: float | None = None
+    returncode: int | None = None
+    fate: str = "running"  # then: idle exit, crashed, killed, stopped at the end
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A SIGKILL or SIGSTOP the supervisor sent, and the job the worker held then."""
+
+    at: float
+    fault: str  # "kill" or "pause"
+    worker: str
+    job_id: int | None
+    until: float | None = None  # when a paused worker was let go again
+
+
+@dataclass
+class ChaosResult:
+    config: ChaosConfig
+    path: Path
+    started: float  # wall-clock time of the start; every other time is relative to it
+    elapsed: float
+    workers: list[WorkerLife]
+    faults: list[Fault]
+    jobs: list[JobRow]
+    ledger: list[tuple[int, int]]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def crashed(self) -> int:
+        return sum(1 for w in self.workers if w.fate == "crashed")
+
+    def report(self) -> list[str]:
+        """The run in a few lines, in the tutorial's order, then every check."""
+        c, f = self.config, figures(self.jobs, self.ledger)
+        mix = ", ".join(f"{n} {k}" for k, n in c.job_mix.items())
+        kinds = Counter(x.fault for x in self.faults)
+        faults = "none injected"
+        if c.kill_every or c.pause_every:
+            faults = (
+                f"{kinds['kill']} SIGKILLs (one every {c.kill_every:g} s on average), "
+                f"{kinds['pause']} SIGSTOPs of {c.pause_seconds:g} s (one every {c.pause_every:g} s)"
+            )
+        lines = [
+            f"{len(self.jobs)} jobs ({mix}), {c.workers} workers, lease {c.lease:g} s, "
+            f"max_attempts {c.max_attempts}, seed {c.seed}",
+            f"faults: {faults}",
+            f"finished in {self.elapsed:.1f} s; {len(self.workers)} worker processes started, "
+            f"{self.crashed} exited with a crash",
+            f"states: {f['states']}",
+            f"ledger rows: {f['ledger_rows']}; jobs with more than one ledger row: "
+            f"{f['jobs_with_two_or_more_rows']}",
+            f"credit jobs that needed a retry: {f['credit_retried']}",
+            f"slow jobs, by the attempt whose effect was recorded: {f['slow_by_attempt']}",
+            f"attempts used by the dead jobs: {f['dead_attempts']}",
+            "checks:",
+            *(check.line() for check in self.checks),
+        ]
+        lines.append(
+            "PASS: every job finished exactly once or was dead-lettered"
+            if self.passed
+            else "FAIL: " + "; ".join(check.claim for check in self.checks if not check.ok)
+        )
+        return lines
+
+
+Progress = Callable[[int, int], None]
+
+
+def prepare(path: Path, config: ChaosConfig) -> int:
+    """A fresh queue holding the shuffled mix, and an empty ledger. Returns the job count."""
+    order = [kind for kind, count in config.job_mix.items() for _ in range(count)]
+    random.Random(config.seed).shuffle(order)  # spread the awkward jobs through the run
+    with JobQueue(path, lease_seconds=config.lease, max_attempts=config.max_attempts) as q:
+        q.db.execute(LEDGER_TABLE)
+        q.db.executescript(RECORD_TABLES)
+        for kind, run_of_kind in itertools.groupby(order):  # in order, a batch per run of one kind
+            q.enqueue_many(kind, ({} for _ in run_of_kind))
+    return len(order)
+
+
+class Supervisor:
+    """Keeps `workers` processes running, replaces any that end, and injects the faults."""
+
+    def __init__(self, path: Path, config: ChaosConfig, started: float) -> None:
+        self.path, self.config, self.t0 = path, config, started
+        self.rng = random.Random(f"faults-{config.seed}")
+        self.db = sqlite3.connect(path, timeout=60)
+        self.slots: list[tuple[subprocess.Popen, WorkerLife] | None] = [None] * config.workers
+        self.lives: list[WorkerLife] = []
+        self.faults: list[Fault] = []
+        self.paused: dict[str, tuple[psutil.Process, float, int]] = {}  # name: (process, wake at, fault #)
+        self.killed: set[str] = set()
+        self.next_kill = self._next(config.kill_every)
+        self.next_pause = self._next(config.pause_every)
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    def _next(self, mean: float) -> float:
+        return self.now() + self.rng.expovariate(1 / mean) if mean else float("inf")
+
+    def live_jobs(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')").fetchone()[0]
+
+    def finished_jobs(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead')").fetchone()[0]
+
+    def held_job(self, worker: str) -> int | None:
+        row = self.db.execute(
+            "SELECT id FROM jobs WHERE state = 'running' AND worker = ? LIMIT 1", (worker,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def tick(self) -> None:
+        """Replace ended workers, wake paused ones whose time has come, inject due faults."""
+        for i, entry in enumerate(self.slots):
+            if entry is not None and entry[0].poll() is not None:
+                self._ended(*entry)
+                entry = None
+            if entry is None:
+                name = f"w{len(self.lives)}"
+                proc = start_worker(self.path, name, self.config.lease, self.config.idle_exit)
+                life = WorkerLife(name, i, proc.pid, self.now())
+                self.lives.append(life)
+                self.slots[i] = (proc, life)
+        for name, (process, wake_at, index) in list(self.paused.items()):
+            if self.now() >= wake_at:
+                self._resume(name, process, index)
+        if self.now() >= self.next_kill:
+            self._kill()
+            self.next_kill = self._next(self.config.kill_every)
+        if self.now() >= self.next_pause:
+            self._pause()
+            self.next_pause = self._next(self.config.pause_every)
+
+    def _ended(self, proc: subprocess.Popen, life: WorkerLife) -> None:
+        life.ended, life.returncode = self.now(), proc.returncode
+        if life.name in self.killed:
+            life.fate = "killed"
+        else:
+            life.fate = "idle exit" if proc.returncode == 0 else "crashed"
+
+    def _candidates(self) -> list[tuple[subprocess.Popen, WorkerLife]]:
+        return [
+            e
+            for e in self.slots
+            if e is not None and e[0].poll() is None and e[1].name not in self.paused.keys() | self.killed
+        ]
+
+    def _kill(self) -> None:
+        candidates = self._candidates()
+        if not candidates:
+            return
+        proc, life = self.rng.choice(candidates)
+        proc.kill()  # SIGKILL: no except or finally block runs in the worker
+        proc.wait()
+        self.killed.add(life.name)
+        self.faults.append(Fault(self.now(), "kill", life.name, self.held_job(life.name)))
+
+    def _pause(self) -> None:
+        candidates = self._candidates()
+        if not candidates:
+            return
+        proc, life = self.rng.choice(candidates)
+        process = psutil.Process(proc.pid)
+        try:
+            process.suspend()  # SIGSTOP
+        except psutil.NoSuchProcess:
+            return
+        at = self.now()
+        self.faults.append(Fault(at, "pause", life.name, self.held_job(life.name)))
+        self.paused[life.name] = (process, at + self.config.pause_seconds, len(self.faults) - 1)
+
+    def _resume(self, name: str, process: psutil.Process, index: int) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.resume()  # SIGCONT: the zombie wakes up, its lease long gone
+        del self.paused[name]
+        self.faults[index] = replace(self.faults[index], until=self.now())
+
+    def stop_all(self) -> None:
+        """Let every paused worker go, then kill whatever still runs, with its children."""
+        for name, (process, _, index) in list(self.paused.items()):
+            self._resume(name, process, index)
+        for entry in self.slots:
+            if entry is None:
+                continue
+            proc, life = entry
+            still_running = proc.poll() is None
+            kill_tree(proc)
+            if still_running:
+                life.ended, life.returncode, life.fate = self.now(), proc.returncode, "stopped at the end"
+            else:
+                self._ended(proc, life)
+        self.slots = [None] * len(self.slots)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def run(config: ChaosConfig, path: Path | None = None, progress: Progress | None = None) -> ChaosResult:
+    """Prepare the queue, supervise until it drains (or `config.timeout`), check, record."""
+    path = Path(path) if path is not None else db_path("chaos")
+    total = prepare(path, config)
+    started = time.time()
+    supervisor = Supervisor(path, config, started)
+    drained = False
+    try:
+        while supervisor.now() < config.timeout:
+            if supervisor.live_jobs() == 0:
+                drained = True
+                break
+            supervisor.tick()
+            if progress is not None:
+                progress(supervisor.finished_jobs(), total)
+            time.sleep(TICK)
+    finally:
+        elapsed = supervisor.now()
+        supervisor.stop_all()
+        supervisor.close()
+    result = collect(path, config, started, elapsed, supervisor.lives, supervisor.faults)
+    if progress is not None:
+        progress(sum(1 for j in result.jobs if j.state in ("done", "dead")), total)
+    result.checks = check_run(
+        result.jobs,
+        result.ledger,
+        Counter(f.job_id for f in result.faults if f.job_id is not None),
+        lease=config.lease,
+        drained=drained,
+    )
+    save_records(path, result)
+    return result
+
+
+def collect(
+    path: Path,
+    config: ChaosConfig,
+    started: float,
+    elapsed: float,
+    lives: list[WorkerLife],
+    faults: list[Fault],
+) -> ChaosResult:
+    db = sqlite3.connect(path)
+    try:
+        jobs = [
+            JobRow(r[0], r[1], r[2], r[3], r[4], r[5], None if r[6] is None else r[6] - started)
+            for r in db.execute(JOB_ROWS)
+        ]
+        ledger = [(r[0], r[1]) for r in db.execute("SELECT job_id, attempt FROM ledger ORDER BY job_id")]
+    finally:
+        db.close()
+    return ChaosResult(config, path, started, elapsed, lives, faults, jobs, ledger)
+
+
+def save_records(path: Path, result: ChaosResult) -> None:
+    """Keep the worker lifetimes and faults next to the jobs, for plots and later questions."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM chaos_workers")
+        db.execute("DELETE FROM chaos_faults")
+        db.executemany(
+            "INSERT INTO chaos_workers VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(w.name, w.slot, w.pid, w.started, w.ended, w.returncode, w.fate) for w in result.workers],
+        )
+        db.executemany(
+            "INSERT INTO chaos_faults VALUES (?, ?, ?, ?, ?)",
+            [(f.at, f.fault, f.worker, f.job_id, f.until) for f in result.faults],
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def parse_mix(text: str) -> dict[str, int]:
+    """``credit=260,slow=6,poison=10,bad=24`` as a dict."""
+    mix: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, sep, count = part.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise argparse.ArgumentTypeError(f"expected KIND=COUNT, got {part!r}")
+        mix[kind.strip()] = int(count)
+    return mix
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labqueue.chaos", description=__doc__.split("\n\n")[0])
+    d = ChaosConfig()
+    parser.add_argument("--jobs", type=int, default=d.jobs, help=f"how many jobs (default {d.jobs})")
+    parser.add_argument(
+        "--workers", type=int, default=d.workers, help=f"worker processes (default {d.workers})"
+    )
+    parser.add_argument("--lease", type=float, default=d.lease, help=f"lease in seconds (default {d.lease})")
+    parser.add_argument(
+        "--max-attempts", type=int, default=d.max_attempts, help="attempts per job (default 3)"
+    )
+    parser.add_argument(
+        "--mix", type=parse_mix, default=None, help="KIND=COUNT,... (default: 260/6/10/24 scaled to --jobs)"
+    )
+    parser.add_argument(
+        "--kill-every", type=float, default=0.0, help="mean seconds between SIGKILLs (0: none)"
+    )
+    parser.add_argument(
+        "--pause-every", type=float, default=0.0, help="mean seconds between SIGSTOPs (0: none)"
+    )
+    parser.add_argument(
+        "--pause-seconds", type=float, default=d.pause_seconds, help="how long a SIGSTOP lasts (default 2)"
+    )
+    parser.add_argument("--seed", type=int, default=d.seed, help="shuffles the jobs and draws the faults")
+    parser.add_argument("--timeout", type=float, default=d.timeout, help="give up after this many seconds")
+    parser.add_argument(
+        "--db", type=Path, default=None, help="a new file for the queue (default: a fresh ./work/chaos.db)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = ChaosConfig(
+            jobs=args.jobs,
+            workers=args.workers,
+            lease=args.lease,
+            max_attempts=args.max_attempts,
+            mix=args.mix,
+            kill_every=args.kill_every,
+            pause_every=args.pause_every,
+            pause_seconds=args.pause_seconds,
+            seed=args.seed,
+            timeout=args.timeout,
+        )
+    except InvalidArgument as exc:
+        parser.error(str(exc))
+    if args.db is not None and args.db.exists():
+        parser.error(f"--db {args.db} already exists; the run needs a new file")
+    result = run(config, args.db)
+    print("\n".join(result.report()))
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
