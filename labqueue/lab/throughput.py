@@ -27,7 +27,7 @@ from ..scratch import db_path
 from .throughput_worker import RESULTS_TABLE
 
 TUTORIAL_JOBS = 10_000
-DEFAULT_JOBS = 1_500
+DEFAULT_JOBS = 600
 DEFAULT_ROUNDS = 3
 DATA_FILE = "throughput_tutorial.csv"
 RUN_TIMEOUT_SECONDS = 300.0
@@ -420,3 +420,12 @@ def panel(
     box.controls = {"workers": workers, "per_claim": per_claim, "synchronous": synchronous, "jobs": jobs}
     box.button, box.status, box.image = button, status, image
     return box
+
+
+def machine_line(n_jobs: int, rounds: int) -> str:
+    """What the runs were measured on, as the tutorial prints it, plus the load right now:
+    on a shared machine the load explains more of the spread than anything else."""
+    line = f"{os.cpu_count()} logical CPUs, {n_jobs:,} no-op jobs per run, {rounds} round(s)"
+    if hasattr(os, "getloadavg"):
+        line += f", load average {os.getloadavg()[0]:.1f}"
+    return line
