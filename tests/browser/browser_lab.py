@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +38,10 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 SCREENSHOTS = ROOT / "screenshots" / "browser"
+BINDER_MEMORY = 2 * 1024**3  # mybinder.org gives a session 2 GB (and 1 CPU)
+# Set LABQUEUE_BROWSER_CPUS=1 to run JupyterLab, its kernels and their workers on one CPU, as
+# on Binder (Linux only); by default they use every CPU, to keep the suite quick.
+CPUS_ENV = "LABQUEUE_BROWSER_CPUS"
 
 # JupyterLab settings for the throwaway server: never write the opened copies back (no
 # autosave), keep every cell in the DOM so prompts and outputs can be read, no update checks.
@@ -116,8 +121,14 @@ class LabServer:
         self.log = self.scratch / "jupyterlab.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                self.command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                self.command,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_cpu_limit(),  # one system call, safe with threads around
             )
+        self.memory = PeakMemory(self.proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -149,6 +160,8 @@ class LabServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
+        if getattr(self, "memory", None):
+            self.memory.stop()
         if self.proc is None or self.proc.poll() is not None:
             return
         with contextlib.suppress(OSError, urllib.error.URLError):
@@ -159,6 +172,57 @@ class LabServer:
             from labqueue.procs import kill_tree
 
             kill_tree(self.proc)
+
+
+def _cpu_limit():
+    """A pre-exec hook pinning the server (and so its kernels and workers) to the first N of
+    this process's CPUs when $LABQUEUE_BROWSER_CPUS=N is set; None otherwise."""
+    wanted = os.environ.get(CPUS_ENV)
+    if not wanted:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        raise RuntimeError(f"{CPUS_ENV} needs Linux (os.sched_setaffinity), and this is {sys.platform}")
+    if not wanted.isdigit() or int(wanted) < 1:
+        raise ValueError(f"{CPUS_ENV} must be a whole number of CPUs, at least 1, got {wanted!r}")
+    cpus = set(sorted(os.sched_getaffinity(0))[: int(wanted)])
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+class PeakMemory:
+    """The highest resident memory of a process and all its descendants (here JupyterLab, its
+    kernels and the workers they start), sampled from a background thread. Shared pages are
+    counted once per process, so the figure errs high."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def now(self) -> int:
+        import psutil
+
+        total = 0
+        with contextlib.suppress(psutil.Error):
+            for p in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+        return total
+
+    def reset(self) -> None:
+        self.peak = self.now()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, self.now())
 
 
 def _scratch_files(folder: str, names: list[str]) -> list[str]:

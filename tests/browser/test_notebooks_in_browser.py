@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser_lab import ROOT, LabServer, NotebookPage
+from browser_lab import BINDER_MEMORY, ROOT, LabServer, NotebookPage
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,18 +66,26 @@ def ran_notebook(open_notebook, ran_pages) -> Callable[[str], NotebookPage]:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
-def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages) -> None:
+def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages, lab_server: LabServer) -> None:
     page = open_notebook(notebook)
     number = notebook.name[:2]
     try:
+        lab_server.memory.reset()
         started = time.monotonic()
-        state = page.run_all()
-        seconds = time.monotonic() - started
-        page.screenshot(notebook.stem)
+        try:
+            state = page.run_all()
+        finally:
+            seconds = time.monotonic() - started
+            page.screenshot(notebook.stem)
         problems = page.problems(state)
         assert problems == [], f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
         widgets = sum(o["widget"] and o["views"] > 0 for c in state["cells"] for o in c["outputs"])
-        print(f"{notebook.name}: {len(state['cells'])} code cells ran in {seconds:.1f} s, {widgets} widgets")
+        peak = lab_server.memory.peak
+        print(
+            f"{notebook.name}: {len(state['cells'])} code cells ran in {seconds:.1f} s, {widgets} widgets,"
+            f" server+kernels+workers peak {peak / 2**20:.0f} MiB"
+        )
+        assert peak < BINDER_MEMORY, f"{notebook.name}: {peak / 2**20:.0f} MiB will not fit Binder's 2 GB"
     except BaseException:
         page.close()
         raise
