@@ -117,13 +117,15 @@ def jitter_panel(n_jobs: int = 300, folder: Folder = None):
     import ipywidgets as widgets
 
     style = {"description_width": "initial"}
-    base = widgets.FloatLogSlider(
-        value=1.0, base=10, min=-1, max=1, step=0.1, description="base (s)", style=style
+    base = widgets.FloatSlider(
+        value=1.0, min=0.1, max=10.0, step=0.1, description="base (s)", style=style, continuous_update=False
     )
-    cap = widgets.FloatLogSlider(
-        value=60.0, base=10, min=0, max=3, step=0.1, description="cap (s)", style=style
+    cap = widgets.FloatSlider(
+        value=60.0, min=1.0, max=300.0, step=1.0, description="cap (s)", style=style, continuous_update=False
     )
-    attempts = widgets.IntSlider(value=8, min=2, max=15, description="max attempts", style=style)
+    attempts = widgets.IntSlider(
+        value=8, min=2, max=15, description="max attempts", style=style, continuous_update=False
+    )
     table = widgets.HTML()
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
