@@ -113,6 +113,7 @@ def scenario(
     with JobQueue(path, lease_seconds=lease) as q:
         q.enqueue("report", {})
     lock = threading.Lock()
+    errors: list[BaseException] = []
     horizon = work * 2 + lease + 2.0  # a safety stop; normally the job finishes long before
 
     def note(worker: str, what: str) -> None:
@@ -120,6 +121,12 @@ def scenario(
             run.events.append(Event(time.time() - t0, worker, what))
 
     def worker(worker_id: str, start_delay: float) -> None:
+        try:
+            work_on_one_job(worker_id, start_delay)
+        except BaseException as exc:  # re-raised in the caller's thread after the join
+            errors.append(exc)
+
+    def work_on_one_job(worker_id: str, start_delay: float) -> None:
         time.sleep(start_delay)
         with JobQueue(path, lease_seconds=lease, schema=None) as wq:  # one connection per thread
             while time.time() - t0 < horizon:
@@ -157,6 +164,8 @@ def scenario(
             t.start()
         for t in threads:
             t.join()
+    if errors:
+        raise errors[0]
     run.events.sort(key=lambda e: e.t)
     return run
 
