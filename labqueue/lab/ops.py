@@ -277,16 +277,24 @@ class Dashboard:
             ledger = {r["job_id"]: r["n"] for r in q.db.execute(LEDGER_ROWS)}
         return by_kind.pivot(index="kind", columns="state", values="n").fillna(0).astype(int), ledger
 
-    def start_live(self) -> None:
-        """Refresh in a background thread every `interval` until stop_live()."""
+    def start_live(self, on_end: Callable[[], None] | None = None) -> None:
+        """Refresh in a background thread every `interval` until stop_live(), or until the
+        queue has settled with no worker left, when there is nothing more to watch; then
+        on_end() is called."""
         if self._live is not None:
             return
         stop = self._live = threading.Event()
 
         def loop() -> None:
             while not stop.is_set():
-                self.refresh()
+                sample = self.refresh()
+                if sample.queued == 0 and sample.running == 0 and sample.workers_alive == 0:
+                    break
                 stop.wait(self.interval * 2)
+            if self._live is stop:
+                self._live = None
+            if on_end is not None and not stop.is_set():
+                on_end()
 
         threading.Thread(target=loop, name="labqueue-dashboard", daemon=True).start()
 
@@ -409,8 +417,11 @@ def dashboard_panel(dash: Dashboard):
         ids = dash.requeue_dead()
         show(dash.refresh(), f"· requeued {len(ids)} dead job(s)")
 
+    def on_live_end() -> None:
+        live.value = False
+
     def on_live(change: dict) -> None:
-        dash.start_live() if change["new"] else dash.stop_live()
+        dash.start_live(on_live_end) if change["new"] else dash.stop_live()
 
     start.on_click(on_start)
     stop.on_click(on_stop)

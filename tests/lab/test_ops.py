@@ -120,6 +120,16 @@ def test_live_toggle_refreshes_in_the_background(tmp_path):
     assert len(dash.samples) >= 3
 
 
+def test_live_refresh_ends_by_itself_when_nothing_is_left_to_watch(tmp_path):
+    dash = ops.Dashboard(ops.fill_demo_queue(tmp_path / "q.db", {}), interval=0.02)
+    box = ops.dashboard_panel(dash)
+    box.live.value = True
+    deadline = time.monotonic() + 10
+    while box.live.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not box.live.value and dash._live is None
+
+
 def test_plot_history_labels_and_marks_the_requeue():
     import pandas as pd
 
