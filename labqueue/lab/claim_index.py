@@ -29,7 +29,7 @@ from ..walks import Folder
 BASE = 1_000_000.0
 N_QUEUED = 1_000
 CHUNK = 20_000
-TUTORIAL_CSV = Path(__file__).resolve().parents[2] / "data" / "claim_index_tutorial.csv"
+TUTORIAL_CSV = "claim_index_tutorial.csv"
 
 PLAIN_INDEX = "CREATE INDEX jobs_plain ON jobs (visible_at, id)"
 
@@ -211,9 +211,19 @@ def results_table(results: list[Measurement], n_done: int) -> pd.DataFrame:
     return table
 
 
-def tutorial_figures(path: Path = TUTORIAL_CSV) -> pd.DataFrame:
+def data_file(name: str = TUTORIAL_CSV) -> Path:
+    """A file in the repository's data/ folder: next to the package (an editable install, as
+    the course uses), else in the current folder or one above it (notebooks run in notebooks/)."""
+    here = Path.cwd().resolve()
+    for root in (Path(__file__).resolve().parents[2], here, *here.parents):
+        if (root / "data" / name).is_file():
+            return root / "data" / name
+    raise FileNotFoundError(f"data/{name} was not found next to the package or above {here}")
+
+
+def tutorial_figures(path: Path | None = None) -> pd.DataFrame:
     """The tutorial's published medians (1,000,000 done rows), from data/."""
-    with path.open(newline="") as f:
+    with (path or data_file()).open(newline="") as f:
         rows = [line for line in f if not line.startswith("#")]
     return pd.DataFrame(list(csv.DictReader(rows))).astype({"median_claim_ms": float}).set_index("setup")
 
