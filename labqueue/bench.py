@@ -478,6 +478,15 @@ def load_results(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def summary_frame(results: dict[str, Any]) -> Any:
+    """The summary as a pandas table, fastest first within each process count."""
+    import pandas as pd
+
+    columns = ["label", "procs", "median_jobs_per_s", "ratio_to_tutorial", "deliveries", "distinct", "finish"]
+    frame = pd.DataFrame(results["summary"])[columns]
+    return frame.sort_values(["procs", "median_jobs_per_s"], ascending=[True, False]).reset_index(drop=True)
+
+
 def plot_comparison(results: dict[str, Any], ax: Any = None) -> Any:
     """Median jobs/s of every contender, 1 and N processes side by side, on a log axis.
     Returns the matplotlib Figure; touches no global matplotlib state."""

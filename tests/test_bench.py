@@ -91,6 +91,15 @@ def test_plot_comparison_draws_labelled_bars_and_marks_duplicates():
     plt.close(fig)
 
 
+def test_summary_frame_lists_the_fastest_first():
+    results = fake_results()
+    for row in results["summary"]:
+        row.update(deliveries=100, distinct=100, finish="lease + fenced complete")
+    frame = bench.summary_frame(results)
+    assert list(frame["label"]) == [CONTENDERS["worker_loop"].label, CONTENDERS["tutorial"].label]
+    assert list(frame["ratio_to_tutorial"]) == [2.0, 1.0]
+
+
 def test_bad_sizes_are_refused_by_name():
     with pytest.raises(InvalidArgument, match="jobs must be a whole number of at least 1, got 0"):
         bench.Sizes(jobs=0)
