@@ -157,8 +157,13 @@ class Dashboard:
     ) -> None:
         if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 16:
             raise InvalidArgument(f"workers must be a whole number from 1 to 16, got {workers!r}")
-        if not isinstance(interval, (int, float)) or interval <= 0:
-            raise InvalidArgument(f"interval must be a number of seconds above zero, got {interval!r}")
+        for name, value in (
+            ("lease_seconds", lease_seconds),
+            ("idle_exit", idle_exit),
+            ("interval", interval),
+        ):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise InvalidArgument(f"{name} must be a number of seconds above zero, got {value!r}")
         self.path = Path(path)
         if not self.path.exists():
             raise FileNotFoundError(f"no queue at {self.path}; fill it first (fill_demo_queue)")

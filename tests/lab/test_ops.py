@@ -81,8 +81,10 @@ def test_dashboard_rejects_bad_settings(tmp_path):
     path = ops.fill_demo_queue(tmp_path / "q.db", {"noop": 1})
     with pytest.raises(InvalidArgument, match="0"):
         ops.Dashboard(path, workers=0)
-    with pytest.raises(InvalidArgument, match="-1"):
+    with pytest.raises(InvalidArgument, match=r"interval.*-1"):
         ops.Dashboard(path, interval=-1)
+    with pytest.raises(InvalidArgument, match=r"lease_seconds.*0"):
+        ops.Dashboard(path, lease_seconds=0)
 
 
 def _queue_with_a_dead_job(tmp_path):

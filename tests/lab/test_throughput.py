@@ -122,3 +122,26 @@ def test_panel_shows_a_chart_at_once_and_adds_a_run_on_click(tmp_path):
     assert box.image.value != before
     assert not box.button.disabled
     assert list(box.lab.table()["jobs"]) == [500]
+
+
+def test_a_worker_that_dies_is_reported_with_its_error(tmp_path):
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("not a database")
+    path = tmp_path / "q.db"
+    tp.prepare(path, 1)
+    pool = tp.WorkerPool()
+    try:
+        pool._grow(1)
+        command = {
+            "db": str(not_a_db),
+            "per_claim": 1,
+            "synchronous": "NORMAL",
+            "go_file": str(tmp_path / "go"),
+        }
+        pool.procs[0].stdin.write(json.dumps(command) + "\n")
+        pool.procs[0].stdin.flush()
+        with JobQueue(path, schema=None) as q, pytest.raises(RuntimeError, match="NotADatabase"):
+            pool._wait_for_rows(q, "tp_ready", 1)
+        assert pool.procs == []
+    finally:
+        pool.close()
