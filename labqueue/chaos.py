@@ -17,14 +17,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
+import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -37,7 +40,10 @@ from .queue import JobQueue
 from .scratch import db_path
 
 TICK = 0.05  # how often the supervisor looks at its workers, in seconds
+# Times in these tables are seconds since chaos_run.started (a wall-clock time, like
+# jobs.finished_at).
 RECORD_TABLES = """
+CREATE TABLE IF NOT EXISTS chaos_run (started REAL, elapsed REAL, settings TEXT);
 CREATE TABLE IF NOT EXISTS chaos_workers (
     name TEXT PRIMARY KEY, slot INTEGER, pid INTEGER, started REAL, ended REAL,
     returncode INTEGER, fate TEXT
@@ -91,16 +97,6 @@ class ChaosConfig:
     @property
     def job_mix(self) -> dict[str, int]:
         return dict(self.mix) if self.mix is not None else scaled_mix(self.jobs)
-
-    @property
-    def is_tutorial_setup(self) -> bool:
-        """The setup whose timing the tutorial reports: its mix, pool, lease and no injected faults."""
-        return (
-            self.job_mix == TUTORIAL_MIX
-            and (self.workers, self.lease, self.max_attempts) == (8, 0.8, 3)
-            and not self.kill_every
-            and not self.pause_every
-        )
 
 
 def _number(value: object) -> bool:
@@ -297,6 +293,8 @@ class Supervisor:
         proc, life = self.rng.choice(candidates)
         proc.kill()  # SIGKILL: no except or finally block runs in the worker
         proc.wait()
+        if os.name == "posix" and proc.returncode != -signal.SIGKILL:
+            return  # it ended by itself a moment earlier; the next tick records how
         self.killed.add(life.name)
         self.faults.append(Fault(self.now(), "kill", life.name, self.held_job(life.name)))
 
@@ -399,8 +397,12 @@ def save_records(path: Path, result: ChaosResult) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")
-        db.execute("DELETE FROM chaos_workers")
-        db.execute("DELETE FROM chaos_faults")
+        for table in ("chaos_run", "chaos_workers", "chaos_faults"):
+            db.execute(f"DELETE FROM {table}")  # a fixed list of our own table names
+        db.execute(
+            "INSERT INTO chaos_run VALUES (?, ?, ?)",
+            (result.started, result.elapsed, json.dumps(asdict(result.config))),
+        )
         db.executemany(
             "INSERT INTO chaos_workers VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(w.name, w.slot, w.pid, w.started, w.ended, w.returncode, w.fate) for w in result.workers],

@@ -163,6 +163,7 @@ def test_a_small_run_with_kills_and_pauses_passes_and_is_recorded(tmp_path):
     with sqlite3.connect(result.path) as db:
         assert db.execute("SELECT COUNT(*) FROM chaos_workers").fetchone()[0] == len(result.workers)
         assert db.execute("SELECT COUNT(*) FROM chaos_faults").fetchone()[0] == len(result.faults)
+        assert db.execute("SELECT started FROM chaos_run").fetchone()[0] == result.started
     assert all(j.finished_at is not None and j.finished_at >= 0 for j in result.jobs)
     assert result.report()[-1].startswith("PASS")
 
