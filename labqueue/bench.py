@@ -7,8 +7,9 @@ Drains the same no-op workload through every contender in `bench_contenders`, wi
 each round), so a burst of load on a shared machine hits every contender alike. It
 prints medians and ratios to labqueue used tutorial-style, and counts deliveries
 against distinct jobs: a queue that hands one job to two workers is reported.
-It also measures the idle poll against the tutorial's empty claim, and the claim
-with 10,000 against 1,000,000 finished jobs in the table. Results are written as
+It also measures the idle poll against the tutorial's empty claim, the claim with
+10,000 against 1,000,000 finished jobs in the table, and where a job's time goes
+(CPU, statements, write transactions and WAL frames per job; bench_profile). Results are written as
 JSON (data/bench_results.json by default); `plot_comparison` draws them.
 """
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench_contenders import CONTENDERS, SAME, child
+from .bench_profile import profile
 from .clock import FakeClock
 from .errors import InvalidArgument, QueueBusy
 from .procs import kill_tree
@@ -328,6 +330,8 @@ def run_bench(
     keys: Sequence[str] | None = None,
     folder: Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    *,
+    quick: bool = False,
 ) -> dict[str, Any]:
     """Run everything once and return the results as one JSON-ready dict."""
     sizes = sizes or Sizes()
@@ -344,6 +348,8 @@ def run_bench(
     poll = empty_poll(sizes, folder)
     progress("claim with a big table ...")
     latency = claim_latency(sizes, folder, progress)
+    progress("profile ...")
+    where = profile(sizes.jobs, sizes.rounds, folder / "profile")
     summary = summarize(runs)
     results = {
         "meta": {
@@ -358,10 +364,12 @@ def run_bench(
             "load_average": _load_average(),
             "sizes": sizes.as_dict(),
             "baseline": BASELINE,
+            "quick": quick,
         },
         "summary": summary,
         "empty_poll": poll,
         "claim_latency": latency,
+        "profile": where,
         "runs": runs,
     }
     results["targets"] = targets(results)
@@ -432,6 +440,7 @@ def report(results: dict[str, Any]) -> str:
         f"labqueue bench: {sizes['jobs']:,} no-op jobs per drain, {sizes['rounds']} round(s), "
         f"SQLite {meta['sqlite']}, Python {meta['python']}, {meta['cpus']} CPUs, load {meta['load_average']}",
         f"durability: {meta['settings']}",
+        *(["QUICK MODE: sizes for a smoke test; these figures measure nothing"] if meta.get("quick") else []),
         "",
         f"{'contender':<44}{'procs':>5}{'jobs/s':>10}{'× tutorial':>12}{'deliveries':>12}{'distinct':>10}"
         f"  finish",
@@ -457,6 +466,16 @@ def report(results: dict[str, Any]) -> str:
         lines.append(
             f"claim with {size['finished']:>9,} finished jobs: claim_next {size['claim_next_ms']:.3f} ms, "
             f"tutorial claim {size['tutorial_claim_ms']:.3f} ms (median of {latency['claims'] // 2})"
+        )
+    lines += [
+        "",
+        "per job, one process, in this process (CPU time is the median over rounds):",
+        f"{'':<44}{'CPU µs':>8}{'statements':>12}{'write tx':>10}{'WAL frames':>12}",
+    ]
+    for row in results.get("profile", []):
+        lines.append(
+            f"{row['label']:<44}{row['cpu_us_per_job']:>8.1f}{row['statements_per_job']:>12.2f}"
+            f"{row['write_transactions_per_job']:>10.2f}{row['wal_frames_per_job']:>12.2f}"
         )
     lines += ["", "targets:"]
     for t in results["targets"]:
@@ -550,7 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidArgument as exc:
         parser.error(str(exc))
     keys = list(CONTENDERS) if not args.only else list(dict.fromkeys([BASELINE, *args.only]))
-    results = run_bench(sizes, keys, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    results = run_bench(
+        sizes, keys, progress=lambda line: print(line, file=sys.stderr, flush=True), quick=args.quick
+    )
     print(report(results))
     out = Path(args.out) if args.out else (None if args.quick else DATA_FILE)
     if out is not None:

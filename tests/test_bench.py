@@ -9,6 +9,7 @@ import pytest
 
 from labqueue import InvalidArgument, bench
 from labqueue.bench_contenders import CONTENDERS
+from labqueue.bench_profile import profile
 
 
 @pytest.mark.parametrize("key", sorted(CONTENDERS))
@@ -100,6 +101,17 @@ def test_summary_frame_lists_the_fastest_first():
     assert list(frame["ratio_to_tutorial"]) == [2.0, 1.0]
 
 
+def test_the_profile_counts_statements_transactions_and_frames_per_job(tmp_path):
+    rows = {r["contender"]: r for r in profile(100, 1, tmp_path)}
+    fast, tutorial = rows["worker_loop"], rows["tutorial"]
+    assert fast["statements_per_job"] == pytest.approx(4, abs=0.1)  # BEGIN, COMPLETE, CLAIM_NEXT, COMMIT
+    assert fast["write_transactions_per_job"] == pytest.approx(1, abs=0.05)
+    assert tutorial["statements_per_job"] == pytest.approx(7, abs=0.1)
+    assert tutorial["write_transactions_per_job"] == pytest.approx(2, abs=0.05)
+    assert 0 < fast["wal_frames_per_job"] < tutorial["wal_frames_per_job"]
+    assert all(r["cpu_us_per_job"] > 0 for r in rows.values())
+
+
 def test_bad_sizes_are_refused_by_name():
     with pytest.raises(InvalidArgument, match="jobs must be a whole number of at least 1, got 0"):
         bench.Sizes(jobs=0)
@@ -130,5 +142,6 @@ def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsy
             assert row["duplicates"] == 0 and row["missed"] == 0, row
     assert results["empty_poll"]["idle_poll_while_writer_holds_lock"] is True
     assert results["empty_poll"]["empty_claim_while_writer_holds_lock"] is False
+    assert {r["contender"] for r in results["profile"]} >= {"worker_loop", "tutorial"}
     assert "targets:" in capsys.readouterr().out
     assert bench.load_results(out) == results

@@ -1,0 +1,94 @@
+"""Where a job's time goes, for the bench's report: the loops on labqueue's table,
+one process, with every statement traced and every WAL frame counted.
+
+Per job: CPU time (process time, which a busy machine disturbs far less than the
+wall clock), statements sent to SQLite, write transactions, and WAL frames written
+(pages the commits copy into the log; each is a write the file system must take).
+The worker loop is profiled through the JobQueue calls it makes per job
+(complete_and_claim), in the same process, so its connection can be traced.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .bench_contenders import CONTENDERS, DB_FILE, LEASE_SECONDS
+from .queue import JobQueue
+
+PROFILED = ("worker_loop", "tutorial", "floor_one_tx", "floor_take")
+TRACED_JOBS = 500
+
+
+def _drain_fast(q: JobQueue) -> int:
+    """The worker loop's queue calls, without the handler registry around them."""
+    done = 0
+    job = q.claim_next("w0") if q.any_ready() else None
+    while job is not None:
+        _, job = q.complete_and_claim(job, "w0")
+        done += 1
+    return done
+
+
+def _measure(key: str, folder: Path, jobs: int, *, trace: bool) -> dict[str, float]:
+    """Drain `jobs` once in this process. Untraced: CPU time per job. Traced: the
+    statements and BEGINs sent, and the WAL frames written (the log is never
+    checkpointed during the drain, and a second connection keeps it from being
+    folded back when the drain closes its own)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    contender = CONTENDERS[key]
+    contender.load(folder, jobs)
+    statements: list[str] = []
+    if key == "worker_loop":
+        q = JobQueue(folder / DB_FILE, lease_seconds=LEASE_SECONDS)
+        db = q.db
+        run: Callable[[], object] = lambda: _drain_fast(q)  # noqa: E731
+    else:
+        handle = contender.open(folder)
+        db = handle.db if isinstance(handle, JobQueue) else handle
+        run = lambda: contender.drain(handle, "w0")  # noqa: E731
+    watcher = sqlite3.connect(folder / DB_FILE)
+    try:
+        watcher.execute("SELECT COUNT(*) FROM jobs").fetchone()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if trace:
+            db.execute("PRAGMA wal_autocheckpoint = 0")
+            db.set_trace_callback(statements.append)
+        started = time.process_time()
+        run()
+        cpu = time.process_time() - started
+        frames = watcher.execute("PRAGMA wal_checkpoint").fetchone()[1]
+    finally:
+        if key == "worker_loop":
+            q.close()
+        watcher.close()
+    if not trace:
+        return {"cpu_us_per_job": cpu / jobs * 1e6}
+    return {
+        "statements_per_job": len(statements) / jobs,
+        "write_transactions_per_job": sum(1 for s in statements if s.startswith("BEGIN")) / jobs,
+        "wal_frames_per_job": frames / jobs,
+    }
+
+
+def profile(jobs: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
+    """Each profiled loop `rounds` times, interleaved; medians per job."""
+    cpu: dict[str, list[float]] = {key: [] for key in PROFILED}
+    for _ in range(rounds):
+        for key in PROFILED:
+            cpu[key].append(_measure(key, folder / key, jobs, trace=False)["cpu_us_per_job"])
+    rows = []
+    for key in PROFILED:
+        counts = _measure(key, folder / key, min(jobs, TRACED_JOBS), trace=True)
+        row: dict[str, Any] = {"contender": key, "label": CONTENDERS[key].label}
+        row["cpu_us_per_job"] = round(statistics.median(cpu[key]), 1)
+        row.update({name: round(value, 2) for name, value in counts.items()})
+        rows.append(row)
+    shutil.rmtree(folder, ignore_errors=True)
+    return rows
