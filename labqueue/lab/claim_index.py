@@ -355,11 +355,11 @@ def claim_index_panel(
     tutorial = tutorial_figures()
 
     def show(results: pd.DataFrame, note: str) -> None:
-        status.value = note
         table.value = (
             results.drop(columns=["claim plan", "retire plan"]).reset_index().to_html(index=False, border=0)
         )
         picture.value = figure_png(plot_latency(results, tutorial))
+        status.value = note  # last, so the note never describes an older chart
 
     def on_click(_button: object = None) -> None:
         button.disabled = True

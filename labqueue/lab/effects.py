@@ -212,6 +212,7 @@ def effects_panel(folder: Folder = None):
         options=[("effect, then complete()", "separate"), ("effect inside complete()", "together")],
         value="separate",
         description="design",
+        style={"button_width": "auto"},
     )
     stall = widgets.FloatSlider(
         value=40.0, min=5.0, max=60.0, step=1.0, description="stall (s)", continuous_update=False
@@ -223,13 +224,13 @@ def effects_panel(folder: Folder = None):
     def refresh(_change: object = None) -> None:
         steps = replay(design.value, stall.value, folder)
         lease_note = "after" if stall.value >= WORKER_B_POLLS_AT else "before"
-        summary.value = (
+        picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))
+        table.value = steps_table(steps).to_html(index=False, border=0)
+        summary.value = (  # last, so the sentence never describes an older chart
             f"<b>worker-a wakes up at t={stall.value:.0f} s, {lease_note} worker-b looks for work "
             f"(t={WORKER_B_POLLS_AT:.0f} s, lease {LEASE_SECONDS:.0f} s): ada ends with "
             f"{steps[-1].credits} credits.</b>"
         )
-        table.value = steps_table(steps).to_html(index=False, border=0)
-        picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))
 
     design.observe(refresh, names="value")
     stall.observe(refresh, names="value")

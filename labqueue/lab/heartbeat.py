@@ -316,9 +316,9 @@ def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def show(runs: list[Run], note: str) -> None:
-        status.value = note
-        table.value = summary_table(runs).reset_index().to_html(index=False, border=0, na_rep="–")
         picture.value = figure_png(plot_timeline(runs))
+        table.value = summary_table(runs).reset_index().to_html(index=False, border=0, na_rep="–")
+        status.value = note  # last, so the note never describes an older chart
 
     def on_run(_button: object = None) -> None:
         button.disabled = True
