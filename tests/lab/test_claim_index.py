@@ -100,5 +100,5 @@ def test_panel_shows_the_initial_run_and_measures_on_click(tmp_path):
 
 def test_tutorial_figures_are_found_and_a_missing_file_is_named():
     assert claim_index.data_file().name == "claim_index_tutorial.csv"
-    with pytest.raises(FileNotFoundError, match="no_such_figures.csv"):
+    with pytest.raises(FileNotFoundError, match=r"no_such_figures\.csv"):
         claim_index.data_file("no_such_figures.csv")
