@@ -339,8 +339,11 @@ class Supervisor:
 
 
 def run(config: ChaosConfig, path: Path | None = None, progress: Progress | None = None) -> ChaosResult:
-    """Prepare the queue, supervise until it drains (or `config.timeout`), check, record."""
+    """Prepare a queue in `path`, a new file (default: a fresh ./work/chaos.db), supervise
+    until it drains (or `config.timeout` passes), then check and record the run."""
     path = Path(path) if path is not None else db_path("chaos")
+    if path.exists() and path.stat().st_size > 0:
+        raise InvalidArgument(f"path must be a new file for the run's queue, but {path} already exists")
     total = prepare(path, config)
     started = time.time()
     supervisor = Supervisor(path, config, started)

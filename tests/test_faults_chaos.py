@@ -177,6 +177,14 @@ def test_a_run_out_of_time_fails_and_leaves_no_worker_behind(tmp_path):
     assert no_process_left(result)
 
 
+def test_a_run_never_reuses_an_existing_file(tmp_path):
+    path = tmp_path / "mine.db"
+    path.write_bytes(b"keep me")
+    with pytest.raises(InvalidArgument, match=r"mine\.db already exists"):
+        run(ChaosConfig(jobs=1, mix={"credit": 1}), path)
+    assert path.read_bytes() == b"keep me"
+
+
 def test_the_command_line_prints_the_checks_and_exits_by_the_result(tmp_path, capsys):
     path = tmp_path / "cli.db"
     assert main(["--jobs", "12", "--workers", "2", "--mix", "credit=12", "--db", str(path)]) == 0
