@@ -148,9 +148,6 @@ class LabServer:
             body = response.read()
         return json.loads(body) if body else None
 
-    def url(self, path: str) -> str:
-        return f"{self.base}/lab/tree/{path}?reset&token={self.token}"
-
     def copy_path(self, notebook: Path) -> str:
         """The server path of the scratch copy of notebooks/<name>."""
         return (self.copies / "notebooks" / notebook.name).relative_to(ROOT).as_posix()
@@ -239,11 +236,21 @@ def scratch_folder() -> Path:
 
 # --- the page ----------------------------------------------------------------------------
 
-# Reads the open notebook through JupyterLab's own model: prompts, error outputs, and every
-# widget output with what it rendered.
-_STATE_JS = """
-() => {
-  const panel = window.jupyterapp.shell.currentWidget;
+# Every script below gets the notebook panel's id and finds the panel among JupyterLab's open
+# documents, so several notebooks can be open as tabs in one window, as a learner has them.
+_PANEL = """
+  const app = window.jupyterapp;
+  let panel = null;
+  for (const w of app.shell.widgets('main')) { if (w.id === id) panel = w; }
+  if (!panel) throw new Error('no open notebook with id ' + id);
+"""
+
+# Reads the notebook through JupyterLab's own model: prompts, error outputs, and every widget
+# output with what it rendered.
+_STATE_JS = (
+    "id => {"
+    + _PANEL
+    + """
   const cells = [];
   panel.content.widgets.forEach((cell, index) => {
     if (cell.model.type !== 'code') return;
@@ -266,78 +273,129 @@ _STATE_JS = """
     }
     cells.push({index, prompt: prompt ? prompt.textContent.trim() : '', outputs});
   });
-  return {cells, kernel: panel.sessionContext.session ? panel.sessionContext.kernelDisplayStatus : 'none'};
-}
-"""
+  return {cells};
+}"""
+)
 
-# Records every error the kernel reports on IOPub while the page is open, including
-# exceptions raised inside widget callbacks, which no cell output shows.
-_LISTEN_JS = """
-() => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  window.__kernelErrors = [];
+# Opens a notebook the way the file browser does; resolves to the new panel's id.
+_OPEN_JS = """
+async path => {
+  const panel = await window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+  await panel.context.ready;
+  window.__kernelErrors = window.__kernelErrors || {};
+  window.__kernelErrors[panel.id] = [];
+  // Every error the kernel reports on IOPub, including exceptions raised in widget
+  // callbacks, which no cell output shows.
   panel.sessionContext.iopubMessage.connect((_, msg) => {
     if (msg.header.msg_type === 'error') {
-      window.__kernelErrors.push(msg.content.ename + ': ' + msg.content.evalue);
+      window.__kernelErrors[panel.id].push(msg.content.ename + ': ' + msg.content.evalue);
     }
   });
+  return panel.id;
 }
 """
 
-_KERNEL_READY_JS = """
-() => {
-  const app = window.jupyterapp;
-  const panel = app && app.shell.currentWidget;
-  return !!(panel && panel.content && panel.sessionContext && panel.sessionContext.session
-            && panel.sessionContext.session.kernel);
-}
-"""
+_KERNEL_JS = (
+    "id => {"
+    + _PANEL
+    + """
+  const session = panel.sessionContext.session;
+  return {ready: !!(session && session.kernel), status: panel.sessionContext.kernelDisplayStatus,
+          session: session ? session.id : null};
+}"""
+)
+
+_ACTIVATE_JS = "id => {" + _PANEL + " app.shell.activateById(id); }"
+
+_DISPOSE_JS = "id => {" + _PANEL + " panel.dispose(); }"
 
 # Scrolls the notebook to its top; returns the height of its cells in pixels.
-_TO_TOP_JS = """
-() => {
-  const content = window.jupyterapp.shell.currentWidget.content;
+_TO_TOP_JS = (
+    "id => {"
+    + _PANEL
+    + """
+  const content = panel.content;
   const scroller = content.node.querySelector('.jp-WindowedPanel-outer') || content.node;
   scroller.scrollTop = 0;
   const cells = content.node.querySelectorAll('.jp-Cell');
   if (!cells.length) return 0;
   return cells[cells.length - 1].getBoundingClientRect().bottom - scroller.getBoundingClientRect().top;
-}
-"""
+}"""
+)
 
 WIDGET_FAILURE = re.compile(r"Error displaying widget|model not found|Loading widget")
+VIEWPORT = {"width": 1280, "height": 900}
+
+
+class LabWindow:
+    """One JupyterLab window in headless Chromium; notebooks open in it as tabs."""
+
+    def __init__(self, server: LabServer, browser: Any, timeout: float = 90.0) -> None:
+        self.server = server
+        self.context = browser.new_context(viewport=VIEWPORT)
+        self.page = self.context.new_page()
+        self.page_errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.page_errors.append(str(exc)))
+        self.page.goto(f"{server.base}/lab?reset&token={server.token}")
+        self.page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell && window.jupyterapp.commands"
+            " && window.jupyterapp.commands.hasCommand('docmanager:open')",
+            timeout=timeout * 1000,
+        )
+        # More room for the notebook: fold the file browser away, as on a narrow screen.
+        self.page.evaluate(
+            "async () => { await window.jupyterapp.restored; window.jupyterapp.shell.collapseLeft(); }"
+        )
+
+    def dialog_text(self) -> str | None:
+        dialog = self.page.query_selector(".jp-Dialog")
+        return dialog.inner_text() if dialog else None
+
+    def dismiss_dialogs(self) -> None:
+        for _ in range(5):
+            if not self.dialog_text():
+                return
+            self.page.keyboard.press("Escape")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.context.close()
 
 
 class NotebookPage:
-    """One notebook open in JupyterLab in its own browser context."""
+    """One notebook open as a tab of a LabWindow: run it, read it, use its widgets."""
 
-    def __init__(self, server: LabServer, browser: Any, notebook: Path) -> None:
-        self.server = server
+    def __init__(self, window: LabWindow, notebook: Path) -> None:
+        self.window = window
+        self.server = window.server
+        self.page = window.page
         self.notebook = notebook
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.page = self.context.new_page()
-        self.console_errors: list[str] = []
-        self.page.on("pageerror", lambda exc: self.console_errors.append(str(exc)))
+        self.id: str | None = None
+        self._errors_from = len(window.page_errors)
 
     # -- opening and running --
 
     def open(self, timeout: float = 90.0) -> None:
-        self.page.goto(self.server.url(self.server.copy_path(self.notebook)))
+        self.window.dismiss_dialogs()
+        self.id = self.page.evaluate(_OPEN_JS, self.server.copy_path(self.notebook))
         deadline = time.monotonic() + timeout
-        while not self.page.evaluate(_KERNEL_READY_JS):
+        while not self.kernel()["ready"]:
             self.fail_on_dialog()
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.notebook.name}: no notebook with a kernel after {timeout:.0f} s")
-            time.sleep(0.25)
+                raise AssertionError(f"{self.notebook.name}: no kernel after {timeout:.0f} s")
+            time.sleep(0.2)
         self.wait_idle(timeout)
-        self.page.evaluate(_LISTEN_JS)
         self.fail_on_dialog()
-        # More room for the notebook in screenshots: fold the file browser away.
-        self.page.evaluate("() => window.jupyterapp.commands.execute('application:toggle-left-area')")
+
+    def activate(self) -> None:
+        """Bring this notebook's tab to the front (the menus act on the front tab)."""
+        self.page.evaluate(_ACTIVATE_JS, self.id)
 
     def menu(self, top: str, item: str) -> None:
         """Click a main-menu entry, as a learner does: `menu("Run", "Run All Cells")`."""
         self.fail_on_dialog()
+        self.activate()
         self.page.click(f'.lm-MenuBar-itemLabel:text-is("{top}")')
         self.page.click(f'.lm-Menu-itemLabel:text-is("{item}")')
 
@@ -347,8 +405,7 @@ class NotebookPage:
         self.menu("Run", "Run All Cells")
         deadline = time.monotonic() + timeout
         while True:
-            state = self.state()
-            prompts = [c["prompt"] for c in state["cells"]]
+            prompts = [c["prompt"] for c in self.state()["cells"]]
             running = any("*" in p for p in prompts)
             all_ran = all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
             if all_ran or (not running and self.kernel_errors()):
@@ -364,10 +421,11 @@ class NotebookPage:
         return self.state()
 
     def wait_idle(self, timeout: float = 60.0) -> None:
-        self.page.wait_for_function(
-            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'",
-            timeout=timeout * 1000,
-        )
+        deadline = time.monotonic() + timeout
+        while self.kernel()["status"] != "idle":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.notebook.name}: kernel not idle after {timeout:.0f} s")
+            time.sleep(0.2)
 
     def wait_widgets(self, timeout: float = 20.0) -> None:
         """Give widget views a moment to finish rendering ("Loading widget..." is transient)."""
@@ -385,15 +443,17 @@ class NotebookPage:
 
     # -- reading --
 
+    def kernel(self) -> dict:
+        return self.page.evaluate(_KERNEL_JS, self.id)
+
     def state(self) -> dict:
-        return self.page.evaluate(_STATE_JS)
+        return self.page.evaluate(_STATE_JS, self.id)
 
     def kernel_errors(self) -> list[str]:
-        return self.page.evaluate("() => window.__kernelErrors || []")
+        return self.page.evaluate("id => (window.__kernelErrors || {})[id] || []", self.id)
 
     def dialog_text(self) -> str | None:
-        dialog = self.page.query_selector(".jp-Dialog")
-        return dialog.inner_text() if dialog else None
+        return self.window.dialog_text()
 
     def fail_on_dialog(self) -> None:
         text = self.dialog_text()
@@ -419,19 +479,20 @@ class NotebookPage:
                 elif out["widget"] and out["views"] and out["height"] <= 0:
                     found.append(f"{where}: a widget rendered with no height")
         found += [f"kernel error: {e}" for e in self.kernel_errors()]
-        found += [f"page error: {e}" for e in self.console_errors]
+        found += [f"page error: {e}" for e in self.window.page_errors[self._errors_from :]]
         if self.dialog_text():
             found.append(f"dialog: {self.dialog_text()!r}")
         return found
 
-    def text(self) -> str:
-        return self.page.evaluate("() => window.jupyterapp.shell.currentWidget.content.node.innerText")
-
     # -- widgets --
 
+    def _scope(self) -> str:
+        return f'[id="{self.id}"]'
+
     def button(self, description: str) -> Any:
-        """The (one) widget button or toggle button with this description in the open notebook."""
-        buttons = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) button.jupyter-button").filter(
+        """The (one) widget button or toggle button with this description in the notebook."""
+        self.activate()
+        buttons = self.page.locator(f"{self._scope()} button.jupyter-button").filter(
             has_text=re.compile(rf"^\s*{re.escape(description)}\s*$")
         )
         count = buttons.count()
@@ -463,26 +524,29 @@ class NotebookPage:
         with `whole=False` just what is in view, e.g. a widget panel after it was used."""
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
+        self.activate()
         if not whole:
             self.page.screenshot(path=str(path))
             return path
-        height = self.page.evaluate(_TO_TOP_JS)
+        height = self.page.evaluate(_TO_TOP_JS, self.id)
         self.page.set_viewport_size({"width": 1280, "height": int(min(max(height + 160, 900), 16000))})
         time.sleep(0.5)
-        self.page.evaluate(_TO_TOP_JS)
+        self.page.evaluate(_TO_TOP_JS, self.id)
         self.page.screenshot(path=str(path))
-        self.page.set_viewport_size({"width": 1280, "height": 900})
+        self.page.set_viewport_size(VIEWPORT)
         return path
 
     def close(self) -> None:
-        """Close the page and shut its kernel down (other open notebooks keep theirs)."""
+        """Shut the kernel down and close the tab (other open notebooks keep theirs)."""
+        if self.id is None:
+            return
+        self.window.dismiss_dialogs()
         session = None
         with contextlib.suppress(Exception):
-            session = self.page.evaluate(
-                "() => window.jupyterapp.shell.currentWidget.sessionContext.session.id"
-            )
-        with contextlib.suppress(Exception):
-            self.context.close()
+            session = self.kernel()["session"]
         if session:
             with contextlib.suppress(OSError, urllib.error.URLError):
                 self.server.api("DELETE", f"sessions/{session}")
+        with contextlib.suppress(Exception):
+            self.page.evaluate(_DISPOSE_JS, self.id)
+        self.id = None

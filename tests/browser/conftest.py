@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, scratch_folder
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, scratch_folder
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +35,13 @@ def browser() -> Iterator[object]:
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="session")
+def lab_window(browser, lab_server: LabServer) -> Iterator[LabWindow]:
+    """JupyterLab loaded once; each notebook opens in it as a tab."""
+    window = LabWindow(lab_server, browser)
+    try:
+        yield window
+    finally:
+        window.close()

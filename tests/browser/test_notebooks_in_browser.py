@@ -10,13 +10,14 @@ screenshots/browser/ (git-ignored).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser_lab import BINDER_MEMORY, ROOT, LabServer, NotebookPage
+from browser_lab import BINDER_MEMORY, ROOT, LabServer, LabWindow, NotebookPage
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,7 +33,7 @@ def find_notebook(number: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ran_pages() -> Iterator[dict[str, NotebookPage]]:
+def ran_pages(lab_window: LabWindow) -> Iterator[dict[str, NotebookPage]]:
     """Pages already run by test_notebook_runs_clean, kept for the tests that drive widgets."""
     pages: dict[str, NotebookPage] = {}
     yield pages
@@ -41,10 +42,14 @@ def ran_pages() -> Iterator[dict[str, NotebookPage]]:
 
 
 @pytest.fixture
-def open_notebook(browser, lab_server: LabServer) -> Callable[[Path], NotebookPage]:
-    def opener(notebook: Path) -> NotebookPage:
-        page = NotebookPage(lab_server, browser, notebook)
-        page.open()
+def open_notebook(lab_window: LabWindow) -> Callable[[Path], NotebookPage]:
+    def opener(notebook: Path, window: LabWindow = lab_window) -> NotebookPage:
+        page = NotebookPage(window, notebook)
+        try:
+            page.open()
+        except BaseException:
+            page.close()
+            raise
         return page
 
     return opener
@@ -74,9 +79,12 @@ def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages, lab_serve
         started = time.monotonic()
         try:
             state = page.run_all()
-        finally:
-            seconds = time.monotonic() - started
-            page.screenshot(notebook.stem)
+        except BaseException:
+            with contextlib.suppress(Exception):  # a picture of the failure, if one can be taken
+                page.screenshot(notebook.stem)
+            raise
+        seconds = time.monotonic() - started
+        page.screenshot(notebook.stem)
         problems = page.problems(state)
         assert problems == [], f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
         widgets = sum(o["widget"] and o["views"] > 0 for c in state["cells"] for o in c["outputs"])
@@ -217,7 +225,7 @@ def test_claim_race_reruns_at_new_size(ran_notebook) -> None:
 # --- the checks themselves ----------------------------------------------------------------
 
 
-def test_checks_catch_a_broken_notebook(open_notebook, lab_server: LabServer) -> None:
+def test_checks_catch_a_broken_notebook(open_notebook, browser, lab_server: LabServer) -> None:
     """The same checks on a notebook built to fail: a good widget passes; an error, a cell left
     unrun, a widget whose model is missing and a failing button callback are all reported."""
     import nbformat
@@ -240,14 +248,16 @@ def test_checks_catch_a_broken_notebook(open_notebook, lab_server: LabServer) ->
     ]
     broken = lab_server.copies / "notebooks" / "zz_broken.ipynb"
     nbformat.write(nb, broken)
-    page = open_notebook(broken)
+    window = LabWindow(lab_server, browser)  # its own window, so nothing it leaves behind lingers
     try:
+        page = open_notebook(broken, window)
         state = page.run_all()
         page.button("Boom").click()
         wait_for(page.kernel_errors, lambda errors: len(errors) >= 2, "the callback's error")
         problems = "\n".join(page.problems(state))
-    finally:
         page.close()
+    finally:
+        window.close()
     assert "code cell 0" not in problems, problems
     assert "code cell 1: a widget did not render" in problems, problems
     assert "code cell 3 raised ZeroDivisionError" in problems, problems
