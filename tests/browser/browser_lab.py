@@ -108,6 +108,12 @@ class LabServer:
             f"--LabApp.user_settings_dir={settings}",
             f"--LabApp.workspaces_dir={self.scratch / 'workspaces'}",
             "--LabApp.expose_app_in_browser=True",
+            # A safety net should the test process die without stopping the server: idle
+            # kernels are culled and then the server ends itself, instead of running on.
+            "--MappingKernelManager.cull_idle_timeout=900",
+            "--MappingKernelManager.cull_connected=True",
+            "--MappingKernelManager.cull_interval=60",
+            "--ServerApp.shutdown_no_activity_timeout=1200",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.append("--allow-root")  # CI containers run as root
