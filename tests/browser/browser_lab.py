@@ -408,6 +408,11 @@ class NotebookPage:
     def run_all(self, timeout: float = 180.0) -> dict:
         """Clear the saved outputs, run every cell, and wait until all have run (or one failed)."""
         self.menu("Edit", "Clear Outputs of All Cells")
+        deadline = time.monotonic() + 10
+        while any(c["prompt"] != "[ ]:" or c["outputs"] for c in self.state()["cells"]):
+            if time.monotonic() > deadline:  # else saved prompts could pass for a finished run
+                raise AssertionError(f"{self.notebook.name}: saved outputs did not clear")
+            time.sleep(0.1)
         self.menu("Run", "Run All Cells")
         deadline = time.monotonic() + timeout
         while True:
