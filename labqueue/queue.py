@@ -261,7 +261,8 @@ class JobQueue:
         claim(worker): oldest first, attempts counted, and jobs whose lease ran out on
         their last attempt retired as dead, all in one statement."""
         with self._tx():
-            return self._claim_next(worker)
+            row = self._claim_next(worker)
+        return _job_from_tuple(row)
 
     def complete_and_claim(
         self, job: Job, worker: str, effect: Effect | None = None
@@ -276,10 +277,12 @@ class JobQueue:
             accepted = self._hot.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount == 1
             if accepted and effect is not None:
                 effect(db)
-            return accepted, self._claim_next(worker)
+            row = self._claim_next(worker)
+        return accepted, _job_from_tuple(row)  # decoded after COMMIT: the lock is held no longer than needed
 
-    def _claim_next(self, worker: str) -> Job | None:
-        """CLAIM_NEXT inside the caller's transaction; retired rows are dropped."""
+    def _claim_next(self, worker: str) -> tuple | None:
+        """CLAIM_NEXT inside the caller's transaction: the claimed row, if any (retired
+        rows are dropped)."""
         now = self.clock()
         params = {
             "now": now,
@@ -291,7 +294,7 @@ class JobQueue:
         }
         for row in self._hot.execute(sql.CLAIM_NEXT, params).fetchall():
             if row[7] == "running":
-                return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
+                return row
         return None
 
     def heartbeat(self, job: Job) -> bool:
@@ -357,6 +360,13 @@ def _job(row: sqlite3.Row) -> Job:
         lease_token=row["lease_token"],
         lease_expires_at=row["visible_at"],
     )
+
+
+def _job_from_tuple(row: tuple | None) -> Job | None:
+    """A CLAIM_NEXT row (id, kind, payload, attempts, max_attempts, lease_token, visible_at, state)."""
+    if row is None:
+        return None
+    return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
 
 
 def _to_json(payload: Any) -> str:
