@@ -42,6 +42,7 @@ from .sql import SCHEMA
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "bench_results.json"
 BASELINE = "tutorial"
 TARGETS = {"worker_loop_ratio": 2.5, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
+LOG_TICKS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 RUN_TIMEOUT_SECONDS = 600.0
 START_TIMEOUT_SECONDS = 120.0
 
@@ -160,6 +161,8 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "procs": procs,
                 "rounds": len(group),
                 "median_jobs_per_s": round(medians[key, procs], 1),
+                "min_jobs_per_s": round(min(r["jobs_per_s"] or 0.0 for r in group), 1),
+                "max_jobs_per_s": round(max(r["jobs_per_s"] or 0.0 for r in group), 1),
                 "ratio_to_tutorial": round(medians[key, procs] / base, 2) if base else None,
                 "deliveries": sum(r["deliveries"] for r in group),
                 "distinct": sum(r["distinct"] for r in group),
@@ -507,9 +510,11 @@ def summary_frame(results: dict[str, Any]) -> Any:
 
 
 def plot_comparison(results: dict[str, Any], ax: Any = None) -> Any:
-    """Median jobs/s of every contender, 1 and N processes side by side, on a log axis.
-    Returns the matplotlib Figure; touches no global matplotlib state."""
+    """Median jobs/s of every contender, 1 and N processes side by side, on a log axis,
+    with whiskers from the slowest to the fastest round. Returns the matplotlib Figure;
+    touches no global matplotlib state."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     summary = results["summary"]
     procs = sorted({row["procs"] for row in summary})
@@ -525,21 +530,35 @@ def plot_comparison(results: dict[str, Any], ax: Any = None) -> Any:
     by_key = {(row["label"], row["procs"]): row for row in summary}
     for i, p in enumerate(procs):
         ys = [labels.index(label) + (i - (len(procs) - 1) / 2) * height for label in labels]
-        values = [by_key.get((label, p), {}).get("median_jobs_per_s", 0) for label in labels]
-        ax.barh(ys, values, height=height, label=f"{p} process{'es' if p > 1 else ''}")
+        rows = [by_key.get((label, p), {}) for label in labels]
+        values = [row.get("median_jobs_per_s", 0) for row in rows]
+        # whiskers from the slowest to the fastest round, where the rounds are recorded
+        low = [v - row.get("min_jobs_per_s", v) for v, row in zip(values, rows, strict=True)]
+        high = [row.get("max_jobs_per_s", v) - v for v, row in zip(values, rows, strict=True)]
+        ax.barh(
+            ys,
+            values,
+            height=height,
+            xerr=[low, high],
+            error_kw={"elinewidth": 0.6, "capsize": 1.5},
+            label=f"{p} process{'es' if p > 1 else ''}",
+        )
         for y, label in zip(ys, labels, strict=True):
             row = by_key.get((label, p))
             if row and row["duplicates"]:
                 ax.annotate(
                     f" {row['duplicates']} duplicate deliveries",
-                    (row["median_jobs_per_s"], y),
+                    (row.get("max_jobs_per_s", row["median_jobs_per_s"]), y),
                     va="center",
                     fontsize=6,
                 )
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("no-op jobs per second (median over rounds, log scale)")
+    ax.xaxis.set_major_locator(FixedLocator(LOG_TICKS))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("no-op jobs/s (median, whiskers: range of rounds; log scale)", fontsize=8)
     ax.set_title("Draining the same queue: labqueue, its peers and bare SQLite", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.tick_params(axis="x", labelsize=7)

@@ -85,7 +85,7 @@ def test_targets_say_met_or_missed_with_the_measured_value():
 def test_plot_comparison_draws_labelled_bars_and_marks_duplicates():
     fig = bench.plot_comparison(fake_results(duplicates=4))
     (ax,) = fig.axes
-    assert "jobs per second" in ax.get_xlabel()
+    assert "jobs/s" in ax.get_xlabel()
     assert len(ax.patches) == 2
     assert any("4 duplicate deliveries" in t.get_text() for t in ax.texts)
     assert ax.get_yticklabels()[0].get_text() == CONTENDERS["worker_loop"].label
