@@ -24,6 +24,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -338,9 +339,15 @@ class Supervisor:
         self.db.close()
 
 
-def run(config: ChaosConfig, path: Path | None = None, progress: Progress | None = None) -> ChaosResult:
+def run(
+    config: ChaosConfig,
+    path: Path | None = None,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+) -> ChaosResult:
     """Prepare a queue in `path`, a new file (default: a fresh ./work/chaos.db), supervise
-    until it drains (or `config.timeout` passes), then check and record the run."""
+    until it drains (or `config.timeout` passes, or `stop` is set), then check and record
+    the run. Every worker is thawed and killed before it returns, whatever happened."""
     path = Path(path) if path is not None else db_path("chaos")
     if path.exists() and path.stat().st_size > 0:
         raise InvalidArgument(f"path must be a new file for the run's queue, but {path} already exists")
@@ -349,7 +356,7 @@ def run(config: ChaosConfig, path: Path | None = None, progress: Progress | None
     supervisor = Supervisor(path, config, started)
     drained = False
     try:
-        while supervisor.now() < config.timeout:
+        while supervisor.now() < config.timeout and not (stop is not None and stop.is_set()):
             if supervisor.live_jobs() == 0:
                 drained = True
                 break
@@ -476,7 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.db is not None and args.db.exists():
         parser.error(f"--db {args.db} already exists; the run needs a new file")
-    result = run(config, args.db)
+    stop = threading.Event()
+    # SIGTERM only sets the flag: the loop ends and cleans up, so no worker is left frozen.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    result = run(config, args.db, stop=stop)
     print("\n".join(result.report()))
     return 0 if result.passed else 1
 

@@ -3,12 +3,18 @@ real runs with worker processes, kills and pauses."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
+import time
 
 import psutil
 import pytest
 
-from labqueue import InvalidArgument
+from labqueue import InvalidArgument, kill_tree
 from labqueue.chaos import ChaosConfig, main, parse_mix, run, scaled_mix
 from labqueue.chaos_check import TUTORIAL_MIX, JobRow, check_run, figures
 from labqueue.sql import LAST_ATTEMPT_EXPIRED
@@ -175,6 +181,40 @@ def test_a_run_out_of_time_fails_and_leaves_no_worker_behind(tmp_path):
     assert "nothing is left queued or running" in result.report()[-1]
     assert {w.fate for w in result.workers} <= {"stopped at the end", "idle exit", "crashed"}
     assert no_process_left(result)
+
+
+def test_a_stopped_run_fails_and_leaves_no_worker_behind(tmp_path):
+    stop = threading.Event()
+    config = ChaosConfig(jobs=4, workers=2, mix={"slow": 4})
+    result = run(config, tmp_path / "chaos.db", progress=lambda done, total: stop.set(), stop=stop)
+    assert not result.passed
+    assert len(result.workers) == 2
+    assert no_process_left(result)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM and SIGSTOP are POSIX signals")
+def test_sigterm_ends_the_command_and_thaws_and_kills_every_worker(tmp_path):
+    path = tmp_path / "chaos.db"
+    cmd = [sys.executable, "-m", "labqueue.chaos", "--jobs", "40", "--mix", "slow=40", "--db", str(path)]
+    cmd += ["--pause-every", "0.2", "--pause-seconds", "30"]  # frozen workers must not outlive it
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        supervisor = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            workers = supervisor.children()
+            if any(w.status() == psutil.STATUS_STOPPED for w in workers):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no worker was ever frozen")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        kill_tree(proc)
+    assert proc.returncode == 1
+    assert "FAIL: nothing is left queued or running" in out
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_a_run_never_reuses_an_existing_file(tmp_path):
