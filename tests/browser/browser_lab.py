@@ -36,6 +36,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    "--disable-dev-shm-usage",  # containers often give /dev/shm only 64 MB; tall screenshots need more
 ]
 SCREENSHOTS = ROOT / "screenshots" / "browser"
 BINDER_MEMORY = 2 * 1024**3  # mybinder.org gives a session 2 GB (and 1 CPU)
