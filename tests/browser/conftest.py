@@ -13,9 +13,10 @@ from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, scratch_f
 @pytest.fixture(scope="session")
 def lab_server() -> Iterator[LabServer]:
     scratch = scratch_folder()
-    server = LabServer(scratch).start()
-    print(f"\nJupyterLab on port {server.port}, started with: {' '.join(server.command[:4])} ...")
+    server = LabServer(scratch)
     try:
+        server.start()
+        print(f"\nJupyterLab on port {server.port}, started with: {' '.join(server.command[:4])} ...")
         yield server
     finally:
         server.stop()
