@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import sys
 
-import pytest
 from browser_lab import ROOT
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -16,8 +15,11 @@ from packaging.version import Version
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - Python 3.10
-    tomllib = pytest.importorskip("tomli")
+else:  # Python 3.10 has no tomllib; pip carries the same parser
+    try:
+        import tomli as tomllib
+    except ImportError:
+        from pip._vendor import tomli as tomllib
 
 BINDER = ROOT / "binder"
 
