@@ -69,7 +69,8 @@ class ChaosConfig:
     kill_every: float = 0.0  # mean time between SIGKILLs
     pause_every: float = 0.0  # mean time between SIGSTOPs
     pause_seconds: float = 2.0  # how long a stopped worker stays stopped
-    seed: int = 42  # shuffles the jobs (the tutorial's 42) and draws the faults
+    seed: int = 42  # shuffles the jobs (the tutorial's 42)
+    fault_seed: int | None = None  # draws the faults' times and victims; None: the same as seed
     idle_exit: float = 1.0
     timeout: float = 600.0
 
@@ -182,7 +183,8 @@ class ChaosResult:
             )
         lines = [
             f"{len(self.jobs)} jobs ({mix}), {c.workers} workers, lease {c.lease:g} s, "
-            f"max_attempts {c.max_attempts}, seed {c.seed}",
+            f"max_attempts {c.max_attempts}, seed {c.seed}"
+            + ("" if c.fault_seed is None else f", fault seed {c.fault_seed}"),
             f"faults: {faults}",
             f"finished in {self.elapsed:.1f} s; {len(self.workers)} worker processes started, "
             f"{self.crashed} exited with a crash",
@@ -223,7 +225,8 @@ class Supervisor:
 
     def __init__(self, path: Path, config: ChaosConfig, started: float) -> None:
         self.path, self.config, self.t0 = path, config, started
-        self.rng = random.Random(f"faults-{config.seed}")
+        fault_seed = config.seed if config.fault_seed is None else config.fault_seed
+        self.rng = random.Random(f"faults-{fault_seed}")
         self.db = sqlite3.connect(path, timeout=60)
         self.slots: list[tuple[subprocess.Popen, WorkerLife] | None] = [None] * config.workers
         self.lives: list[WorkerLife] = []
@@ -460,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pause-seconds", type=float, default=d.pause_seconds, help="how long a SIGSTOP lasts (default 2)"
     )
-    parser.add_argument("--seed", type=int, default=d.seed, help="shuffles the jobs and draws the faults")
+    parser.add_argument("--seed", type=int, default=d.seed, help="shuffles the jobs (default 42)")
+    parser.add_argument("--fault-seed", type=int, default=None, help="draws the faults (default: --seed)")
     parser.add_argument("--timeout", type=float, default=d.timeout, help="give up after this many seconds")
     parser.add_argument(
         "--db", type=Path, default=None, help="a new file for the queue (default: a fresh ./work/chaos.db)"
@@ -477,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             pause_every=args.pause_every,
             pause_seconds=args.pause_seconds,
             seed=args.seed,
+            fault_seed=args.fault_seed,
             timeout=args.timeout,
         )
     except InvalidArgument as exc:
