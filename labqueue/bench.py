@@ -53,7 +53,7 @@ class Sizes:
     def __init__(
         self,
         jobs: int = 4_000,
-        rounds: int = 5,
+        rounds: int = 7,
         procs: Sequence[int] = (1, 4),
         polls: int = 2_000,
         finished: Sequence[int] = (10_000, 1_000_000),
