@@ -39,7 +39,10 @@ from .queue import JobQueue
 from .scratch import work_folder
 from .sql import SCHEMA
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "bench_results.json"
+# In a checkout the results live beside the course's other figures, in data/; an
+# installed package has no data/ folder, so they go to the working directory.
+_DATA_FOLDER = Path(__file__).resolve().parent.parent / "data"
+DATA_FILE = (_DATA_FOLDER if _DATA_FOLDER.is_dir() else Path.cwd()) / "bench_results.json"
 BASELINE = "tutorial"
 TARGETS = {"worker_loop_ratio": 2.5, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
 LOG_TICKS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
