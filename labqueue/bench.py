@@ -20,6 +20,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import queue
 import shutil
 import sqlite3
 import statistics
@@ -103,7 +104,7 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
     try:
         barrier.wait(timeout=START_TIMEOUT_SECONDS)  # a worker that died at start breaks it
         start = time.time()
-        reports = [results.get(timeout=RUN_TIMEOUT_SECONDS) for _ in workers]
+        reports = _collect(key, results, workers)
     finally:
         for p in workers:
             p.join(timeout=10)
@@ -123,6 +124,23 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
         "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
         "per_process": sorted((len(r[3]) for r in reports), reverse=True),
     }
+
+
+def _collect(key: str, results: Any, workers: list[Any]) -> list[tuple]:
+    """Every worker's report; a worker that died without one ends the run at once."""
+    reports: list[tuple] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+    while len(reports) < len(workers):
+        try:
+            reports.append(results.get(timeout=0.5))
+        except queue.Empty:
+            dead = [p.exitcode for p in workers if p.exitcode not in (None, 0)]
+            if dead:
+                message = f"{key}: a worker process exited with code {dead[0]} before reporting"
+                raise RuntimeError(message) from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{key}: no report after {RUN_TIMEOUT_SECONDS:.0f} s") from None
+    return reports
 
 
 def throughput(

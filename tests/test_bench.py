@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 
 import matplotlib.pyplot as plt
 import pytest
@@ -121,6 +122,14 @@ def test_bad_sizes_are_refused_by_name():
         bench.main(["--rounds", "0"])
     with pytest.raises(InvalidArgument, match="contenders must include 'tutorial'"):
         bench.run_bench(bench.Sizes(**bench.QUICK), keys=["worker_loop"])
+
+
+def test_a_worker_that_dies_without_reporting_ends_the_run():
+    class Dead:
+        exitcode = 1
+
+    with pytest.raises(RuntimeError, match="worker_loop: a worker process exited with code 1"):
+        bench._collect("worker_loop", queue.Queue(), [Dead()])
 
 
 def test_load_results_names_a_missing_file(tmp_path):
