@@ -66,8 +66,9 @@ def lab_command(args: list[str]) -> list[str]:
     """`python tasks.py lab ARGS` inside the project's .venv, else the command it runs."""
     venv = ROOT / ".venv"
     if venv.exists() and Path(sys.prefix).resolve() == venv.resolve():
-        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]
-    return [sys.executable, "-m", "jupyter", "lab", "notebooks/00_versions.ipynb", *args]
+        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]  # adds --allow-root itself
+    as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    return [sys.executable, "-m", "jupyter", "lab", "notebooks/00_versions.ipynb", *as_root, *args]
 
 
 @dataclass
@@ -116,8 +117,6 @@ class LabServer:
             "--MappingKernelManager.cull_interval=60",
             "--ServerApp.shutdown_no_activity_timeout=1200",
         ]
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            args.append("--allow-root")  # CI containers run as root
         self.command = lab_command(args)
         env = {
             **os.environ,
