@@ -2,6 +2,7 @@
 
 from .clock import FakeClock
 from .errors import (
+    CannotOpen,
     ForeignJobsTable,
     InvalidArgument,
     LabqueueError,
@@ -23,6 +24,7 @@ __all__ = [
     "INDEXES",
     "SCHEMA",
     "TABLE",
+    "CannotOpen",
     "FakeClock",
     "ForeignJobsTable",
     "InvalidArgument",

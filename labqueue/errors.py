@@ -17,6 +17,10 @@ class NotADatabase(LabqueueError):
     """The path is a directory or a file that is not SQLite; it was not touched."""
 
 
+class CannotOpen(LabqueueError, OSError):
+    """The database file cannot be opened or created (a missing or read-only folder)."""
+
+
 class ForeignJobsTable(LabqueueError):
     """The database has a `jobs` table that is not labqueue's; it was not touched."""
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from . import sql
 from .errors import (
+    CannotOpen,
     ForeignJobsTable,
     InvalidArgument,
     NotADatabase,
@@ -92,7 +93,13 @@ class JobQueue:
         _check_is_sqlite_file(self.path)
         # isolation_level=None: the queue, not the sqlite3 module, decides where
         # every transaction begins and ends.
-        self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self.timeout)
+        try:
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self.timeout)
+        except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
+            raise CannotOpen(
+                f"cannot open or create {self.path} ({exc}): check that its folder "
+                f"{self.path.parent} exists and is writable"
+            ) from exc
         self.db.row_factory = sqlite3.Row
         # The worker loop's statements run on one reused cursor that yields plain tuples:
         # no cursor or Row object per statement on the hot path.
@@ -107,7 +114,7 @@ class JobQueue:
                 self.db.executescript(schema)
         except sqlite3.OperationalError as exc:  # locked, or full while creating the schema
             self.db.close()
-            raise self._translate(exc) from exc
+            self._raise_translated(exc)
         except sqlite3.DatabaseError as exc:  # an SQLite header on a damaged or foreign file
             self.db.close()
             raise NotADatabase(f"{self.path} is not a usable SQLite database ({exc})") from exc
@@ -125,7 +132,7 @@ class JobQueue:
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise self._translate(exc) from exc
+            self._raise_translated(exc)
         try:
             yield self.db
             self.db.execute("COMMIT")
@@ -133,19 +140,21 @@ class JobQueue:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError):
-                raise self._translate(exc) from exc
+                self._raise_translated(exc)
             raise
 
-    def _translate(self, exc: sqlite3.OperationalError) -> Exception:
+    def _raise_translated(self, exc: sqlite3.OperationalError) -> None:
+        """Raise a lock timeout or a full disk as labqueue's own error, naming the file;
+        anything else is raised unchanged."""
         message = str(exc)
         if "locked" in message or "busy" in message:
-            return QueueBusy(
+            raise QueueBusy(
                 f"{self.path}: another connection held the write lock for longer than "
                 f"the busy timeout of {self.timeout} s ({message}); nothing was changed"
-            )
+            ) from exc
         if "full" in message:
-            return StorageFull(f"{self.path}: {message}; the transaction was rolled back")
-        return exc
+            raise StorageFull(f"{self.path}: {message}; the transaction was rolled back") from exc
+        raise exc
 
     # -- producing --------------------------------------------------------------
 

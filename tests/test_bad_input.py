@@ -9,6 +9,7 @@ from datetime import datetime
 import pytest
 
 from labqueue import (
+    CannotOpen,
     ForeignJobsTable,
     InvalidArgument,
     JobQueue,
@@ -102,6 +103,13 @@ def test_fail_needs_an_error_string(q):
 def test_requeue_dead_ids_must_be_whole_numbers(q):
     with pytest.raises(InvalidArgument, match="'1'"):
         q.requeue_dead(["1"])
+
+
+def test_a_missing_folder_is_named_and_not_created(tmp_path):
+    missing = tmp_path / "no-such-folder" / "jobs.db"
+    with pytest.raises(CannotOpen, match="no-such-folder"):
+        JobQueue(missing)
+    assert not missing.parent.exists()
 
 
 def test_a_directory_is_refused(tmp_path):

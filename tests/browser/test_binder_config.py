@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+from urllib.parse import parse_qs, unquote, urlparse
 
 from browser_lab import ROOT
 from packaging.requirements import Requirement
@@ -66,3 +67,14 @@ def test_binder_python_is_supported() -> None:
     assert match, f"binder/runtime.txt should read like python-3.11, got {runtime!r}"
     supported = SpecifierSet(pyproject()["project"]["requires-python"])
     assert supported.contains(Version(match.group(1))), f"{runtime} is outside requires-python {supported}"
+
+
+def test_readme_badge_opens_jupyterlab_on_notebook_00() -> None:
+    readme = (ROOT / "README.md").read_text()
+    badge = re.search(r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]\((?P<url>[^)]+)\)", readme)
+    assert badge, "README.md has no Binder badge"
+    url = urlparse(badge["url"])
+    assert url.netloc == "mybinder.org" and url.path.startswith("/v2/gh/"), badge["url"]
+    (urlpath,) = parse_qs(url.query)["urlpath"]
+    assert unquote(urlpath) == "lab/tree/notebooks/00_versions.ipynb", urlpath
+    assert (ROOT / "notebooks" / "00_versions.ipynb").is_file()
