@@ -6,14 +6,13 @@ a progress bar, tables, the timeline plot and the widget panel."""
 from __future__ import annotations
 
 import html
-import io
 import os
-from pathlib import Path
 from typing import Any
 
 from ..chaos import ChaosConfig, ChaosResult, run
 from ..chaos_check import figures
 from ..scratch import db_path
+from .assets import data_file, figure_png
 
 DATA_FILE = "chaos_tutorial.csv"
 LIFE_COLOUR = "#a6bddb"
@@ -70,21 +69,12 @@ def outcome_figures(result: ChaosResult) -> dict[str, float]:
     }
 
 
-def data_path(name: str = DATA_FILE) -> Path:
-    """The tutorial's figures in data/, found from the repository (or the current folder up)."""
-    starts = [Path(__file__).resolve().parents[2], *Path.cwd().resolve().parents, Path.cwd().resolve()]
-    for root in starts:
-        candidate = root / "data" / name
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(f"data/{name} not found near {starts[0]} or {Path.cwd()}")
-
-
 def beside_the_tutorial(*runs: tuple[str, ChaosResult]) -> Any:
     """The tutorial's published figures next to each of this machine's runs."""
     import pandas as pd
 
-    table = pd.read_csv(data_path(), comment="#").set_index("figure").rename(columns={"value": "tutorial"})
+    table = pd.read_csv(data_file(DATA_FILE), comment="#").set_index("figure")
+    table = table.rename(columns={"value": "tutorial"})
     for label, result in runs:
         table[label] = pd.Series(outcome_figures(result))
     return table.map(lambda value: f"{value:g}")
@@ -185,12 +175,6 @@ def protections() -> Any:
 
 
 # -- the widget ----------------------------------------------------------------------
-
-
-def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 def report_html(result: ChaosResult) -> str:

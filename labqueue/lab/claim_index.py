@@ -8,7 +8,6 @@ plan of every statement in labqueue.sql.
 from __future__ import annotations
 
 import csv
-import io
 import re
 import sqlite3
 import statistics
@@ -25,6 +24,7 @@ from ..errors import InvalidArgument
 from ..queue import JobQueue
 from ..scratch import db_path
 from ..walks import Folder
+from .assets import data_file, figure_png
 
 BASE = 1_000_000.0
 N_QUEUED = 1_000
@@ -211,19 +211,9 @@ def results_table(results: list[Measurement], n_done: int) -> pd.DataFrame:
     return table
 
 
-def data_file(name: str = TUTORIAL_CSV) -> Path:
-    """A file in the repository's data/ folder: next to the package (an editable install, as
-    the course uses), else in the current folder or one above it (notebooks run in notebooks/)."""
-    here = Path.cwd().resolve()
-    for root in (Path(__file__).resolve().parents[2], here, *here.parents):
-        if (root / "data" / name).is_file():
-            return root / "data" / name
-    raise FileNotFoundError(f"data/{name} was not found next to the package or above {here}")
-
-
 def tutorial_figures(path: Path | None = None) -> pd.DataFrame:
     """The tutorial's published medians (1,000,000 done rows), from data/."""
-    with (path or data_file()).open(newline="") as f:
+    with (path or data_file(TUTORIAL_CSV)).open(newline="") as f:
         rows = [line for line in f if not line.startswith("#")]
     return pd.DataFrame(list(csv.DictReader(rows))).astype({"median_claim_ms": float}).set_index("setup")
 
@@ -324,12 +314,6 @@ def empty_claim_seconds(claims: int = 2000, folder: Folder = None) -> float:
 
 
 # -- the widget --------------------------------------------------------------------
-
-
-def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 DEFAULT_DONE = 300_000  # enough for a >100x gap with margin, seeded and timed in a few seconds

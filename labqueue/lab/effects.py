@@ -7,7 +7,6 @@ so the notebook can show the account after every step and in a widget.
 
 from __future__ import annotations
 
-import io
 import sqlite3
 from dataclasses import dataclass
 from typing import Literal
@@ -20,6 +19,7 @@ from ..handlers import LEDGER_TABLE, ledger_effect
 from ..queue import Effect, Job, JobQueue
 from ..scratch import db_path
 from ..walks import Folder, add_credits, credits
+from .assets import figure_png
 
 Design = Literal["separate", "together"]
 DESIGNS: tuple[Design, ...] = ("separate", "together")
@@ -196,12 +196,6 @@ def effect_that_raises(folder: Folder = None) -> dict[str, object]:
 
 
 # -- the widget ----------------------------------------------------------------------
-
-
-def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 def effects_panel(folder: Folder = None):

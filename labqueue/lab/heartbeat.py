@@ -7,7 +7,6 @@ deadline as the database held it, not as the workers believed it to be.
 
 from __future__ import annotations
 
-import io
 import sqlite3
 import threading
 import time
@@ -21,6 +20,7 @@ from ..keepalive import KeepAlive
 from ..queue import JobQueue
 from ..scratch import db_path
 from ..walks import Folder
+from .assets import figure_png
 
 POLL_SECONDS = 0.05  # how often an idle worker asks for a job
 SAMPLE_SECONDS = 0.01  # how often the sampler reads the job's row
@@ -287,12 +287,6 @@ def plot_timeline(runs: list[Run]):
     fig.tight_layout()
     plt.close(fig)
     return fig
-
-
-def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 def run_pair(lease: float, work: float, folder: Folder = None) -> list[Run]:

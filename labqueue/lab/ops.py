@@ -8,7 +8,6 @@ the cheap, index-only numbers are the true ones.
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import subprocess
@@ -24,6 +23,7 @@ from ..errors import InvalidArgument
 from ..handlers import HANDLERS, LEDGER_TABLE
 from ..procs import kill_tree, start_worker
 from ..queue import JobQueue
+from .assets import figure_png
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
 DEMO_MAX_ATTEMPTS = 3
@@ -363,9 +363,7 @@ def history_png(history: Any, events: Sequence[tuple[float, str]] = ()) -> bytes
     fig = Figure(figsize=(6.4, 3.2), layout="constrained")
     FigureCanvasAgg(fig)
     draw_history(fig.subplots(), history, events)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
+    return figure_png(fig)
 
 
 def _status_html(sample: Sample | None, note: str = "") -> str:

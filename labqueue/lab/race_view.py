@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from .assets import data_file, figure_png
 from .race import DEFAULT_JOBS, DEFAULT_WORKERS, MAX_WORKERS, STRATEGIES, RaceResult, race_all
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "claim_race_tutorial.csv"
+DATA_FILE = "claim_race_tutorial.csv"
 COLUMNS = ["strategy", "jobs", "workers", "claims", "distinct", "duplicates", "wasted", "seconds"]
 
 
-def tutorial_results(path: Path = DATA) -> pd.DataFrame:
+def tutorial_results(path: Path | None = None) -> pd.DataFrame:
     """The tutorial's published race (20,000 jobs, 4 processes), from data/."""
-    return pd.read_csv(path, comment="#")
+    return pd.read_csv(path or data_file(DATA_FILE), comment="#")
 
 
 def results_frame(results: Sequence[RaceResult]) -> pd.DataFrame:
@@ -65,6 +66,7 @@ def plot_race(results: Sequence[RaceResult], tutorial: pd.DataFrame | None = Non
         f"{results[0].workers} processes, {results[0].jobs:,} jobs (tutorial: 4, 20,000)", fontsize=10
     )
     fig.tight_layout()
+    plt.close(fig)  # shown once, by the cell or the widget, not again by pyplot
     return fig
 
 
@@ -121,18 +123,6 @@ class RacePanel:
         )
         self.table.value = results_frame(self.results).to_html(index=False, border=0)
         self.chart.value = figure_png(plot_race(self.results))
-
-
-def figure_png(fig) -> bytes:
-    """A figure as PNG bytes for an Image widget; the figure is closed."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    return buffer.getvalue()
 
 
 def race_panel(initial: Sequence[RaceResult] | None = None):

@@ -7,7 +7,6 @@ processes; the design that never stops is simulated on a fake clock.
 
 from __future__ import annotations
 
-import io
 import random
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from ..procs import kill_tree, start_worker
 from ..queue import JobQueue
 from ..scratch import db_path
 from ..walks import Folder
+from .assets import figure_png
 
 # -- full jitter ---------------------------------------------------------------------
 
@@ -104,12 +104,6 @@ def plot_jitter(delays: pd.DataFrame):
     fig.tight_layout()
     plt.close(fig)
     return fig
-
-
-def figure_png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 def jitter_panel(n_jobs: int = 300, folder: Folder = None):

@@ -8,7 +8,6 @@ with its source, to a module in the scratch folder and run the same way.
 from __future__ import annotations
 
 import inspect
-import io
 import os
 import random
 import subprocess
@@ -24,6 +23,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..queue import JobQueue
 from ..scratch import db_path
+from .assets import figure_png
 
 DEFAULT_TARGETS = ("tests/test_queue.py",)
 SLOW_TARGETS = ("tests/test_processes.py",)  # real processes and real time: much slower
@@ -279,7 +279,7 @@ def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
     runs: list[TestRun] = []
     if first is not None:
         status.value = "Last run: " + _table_html(first)
-        image.value = _png(plot_durations(first))
+        image.value = figure_png(plot_durations(first))
 
     def on_click(_: Any) -> None:
         button.disabled = True
@@ -290,7 +290,7 @@ def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
             runs.append(run)
             status.value = _table_html(run)
             if len(run.table):
-                image.value = _png(plot_durations(run, f"{target.value}: time per test"))
+                image.value = figure_png(plot_durations(run, f"{target.value}: time per test"))
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
             status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
         finally:
@@ -307,9 +307,3 @@ def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
         runs,
     )
     return box
-
-
-def _png(fig: Any) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()

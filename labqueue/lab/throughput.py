@@ -9,7 +9,6 @@ load on a shared machine hits every configuration alike, and the summary takes m
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from ..errors import InvalidArgument
 from ..procs import kill_tree
 from ..queue import SYNCHRONOUS_LEVELS, JobQueue
 from ..scratch import db_path
+from .assets import data_file, figure_png
 from .throughput_worker import RESULTS_TABLE
 
 TUTORIAL_JOBS = 10_000
@@ -240,21 +240,11 @@ def _row(run: Run, round_no: int) -> dict[str, Any]:
     }
 
 
-def data_path(name: str = DATA_FILE) -> Path:
-    """The tutorial's figures in data/, found from the repository (or the current folder up)."""
-    starts = [Path(__file__).resolve().parents[2], *Path.cwd().resolve().parents, Path.cwd().resolve()]
-    for root in starts:
-        candidate = root / "data" / name
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(f"data/{name} not found near {starts[0]} or {Path.cwd()}")
-
-
 def tutorial_figures() -> Any:
     """The tutorial's published run (Windows 11, 14 logical CPUs, 10,000 jobs, one run each)."""
     import pandas as pd
 
-    df = pd.read_csv(data_path(), comment="#")
+    df = pd.read_csv(data_file(DATA_FILE), comment="#")
     df["config"] = [
         Config(int(w), int(b), s).label
         for w, b, s in zip(df.workers, df.per_claim, df.synchronous, strict=True)
@@ -321,12 +311,6 @@ def fsync_seconds(folder: str | os.PathLike[str] | None = None, rounds: int = 20
         os.close(fd)
         path.unlink(missing_ok=True)
     return statistics.median(samples)
-
-
-def figure_png(fig: Any) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
 
 
 class ThroughputLab:

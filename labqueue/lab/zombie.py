@@ -17,10 +17,11 @@ from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
 from ..scratch import db_path
 from ..walks import unfenced_fail
+from .assets import data_file, figure_png
 
 LEASE = 30.0
 TAKEOVER_AT = 31.0  # worker-b's claim, one second after worker-a's lease ended
-DATA = Path(__file__).resolve().parents[2] / "data" / "zombie_workers_tutorial.txt"
+DATA_FILE = "zombie_workers_tutorial.txt"
 REPORTS = ("fail", "complete")
 
 
@@ -143,9 +144,9 @@ def outcomes_table(report_at: float = 40.0, folder: str | Path | None = None):
     return pd.DataFrame(rows)
 
 
-def tutorial_lines(path: Path = DATA) -> list[str]:
+def tutorial_lines(path: Path | None = None) -> list[str]:
     """The lines the tutorial printed for its three zombie runs (from data/)."""
-    text = path.read_text(encoding="utf-8")
+    text = (path or data_file(DATA_FILE)).read_text(encoding="utf-8")
     return [line for line in text.splitlines() if not line.startswith("#")]
 
 
@@ -217,6 +218,7 @@ def plot_side_by_side(left: Outcome, right: Outcome):
     draw_timeline(axes[1], right, until)
     axes[1].tick_params(labelleft=False)
     fig.tight_layout()
+    plt.close(fig)  # shown once, by the cell or the widget, not again by pyplot
     return fig
 
 
@@ -247,7 +249,6 @@ class ZombiePanel:
             scenario(fenced=True, folder=self.folder, **args),
         )
         self.text.value = "<br>".join(o.summary() for o in self.outcomes)
-        from .race_view import figure_png
 
         self.chart.value = figure_png(plot_side_by_side(*self.outcomes))
         return self.outcomes

@@ -96,9 +96,3 @@ def test_panel_shows_the_initial_run_and_measures_on_click(tmp_path):
     size.value = 2_000
     button.click()
     assert "2,000 done rows" in status.value and not button.disabled
-
-
-def test_tutorial_figures_are_found_and_a_missing_file_is_named():
-    assert claim_index.data_file().name == "claim_index_tutorial.csv"
-    with pytest.raises(FileNotFoundError, match=r"no_such_figures\.csv"):
-        claim_index.data_file("no_such_figures.csv")

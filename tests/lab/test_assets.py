@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from labqueue.lab import assets, chaos, claim_index, race_view, throughput, zombie
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        chaos.DATA_FILE,
+        claim_index.TUTORIAL_CSV,
+        race_view.DATA_FILE,
+        throughput.DATA_FILE,
+        zombie.DATA_FILE,
+    ],
+)
+def test_every_lab_finds_its_tutorial_figures(name):
+    path = assets.data_file(name)
+    assert path.parent.name == "data" and path.is_file()
+
+
+def test_a_missing_data_file_is_named():
+    with pytest.raises(FileNotFoundError, match=r"data/no_such_figures\.csv"):
+        assets.data_file("no_such_figures.csv")
+
+
+def test_data_file_falls_back_to_the_folder_above_the_notebook(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "only_here.csv").write_text("a\n1\n")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    assert assets.data_file("only_here.csv") == (tmp_path / "data" / "only_here.csv").resolve()
+
+
+def test_figure_png_is_a_png_image():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 1))
+    fig.subplots().plot([0, 1], [1, 0])
+    assert assets.figure_png(fig).startswith(b"\x89PNG\r\n\x1a\n")
