@@ -65,7 +65,11 @@ def lab(args: list[str]) -> None:
     ensure_venv("notebooks")
     # Jupyter refuses to run as root (containers, Binder-like machines) without this flag.
     as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    run([PYTHON, "-m", "jupyter", "lab", "notebooks/00_versions.ipynb", *as_root, *args])
+    # `-m jupyterlab`, not `-m jupyter lab`: the latter looks up `jupyter-lab` on PATH and can
+    # start another installation's JupyterLab. The root is the repository, so data/ and the
+    # package sit beside the notebooks in the file browser.
+    course = ["notebooks/00_versions.ipynb", f"--ServerApp.root_dir={ROOT}"]
+    run([PYTHON, "-m", "jupyterlab", *course, *as_root, *args])
 
 
 def test(args: list[str]) -> None:

@@ -68,7 +68,7 @@ def lab_command(args: list[str]) -> list[str]:
     if venv.exists() and Path(sys.prefix).resolve() == venv.resolve():
         return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]  # adds --allow-root itself
     as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    return [sys.executable, "-m", "jupyter", "lab", "notebooks/00_versions.ipynb", *as_root, *args]
+    return [sys.executable, "-m", "jupyterlab", "notebooks/00_versions.ipynb", *as_root, *args]
 
 
 @dataclass
