@@ -2,7 +2,7 @@
 the way a learner does (menus, buttons, sliders), with checks for errors and unrendered widgets.
 
 The server is started with the README's own command, `python tasks.py lab ...`, when the tests
-run inside the project's .venv (as `python tasks.py test` does); elsewhere the same `jupyter lab`
+run inside the project's .venv (as `python tasks.py test` does); elsewhere the same JupyterLab
 command runs in the current interpreter, so the test needs no second install.
 """
 
@@ -66,9 +66,11 @@ def lab_command(args: list[str]) -> list[str]:
     """`python tasks.py lab ARGS` inside the project's .venv, else the command it runs."""
     venv = ROOT / ".venv"
     if venv.exists() and Path(sys.prefix).resolve() == venv.resolve():
-        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]  # adds --allow-root itself
+        # tasks.py adds the repository as root_dir, and --allow-root when run as root
+        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]
     as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    return [sys.executable, "-m", "jupyterlab", "notebooks/00_versions.ipynb", *as_root, *args]
+    course = ["notebooks/00_versions.ipynb", f"--ServerApp.root_dir={ROOT}"]
+    return [sys.executable, "-m", "jupyterlab", *course, *as_root, *args]
 
 
 @dataclass
@@ -106,7 +108,6 @@ class LabServer:
             f"--ServerApp.port={self.port}",
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}",
-            f"--ServerApp.root_dir={ROOT}",
             f"--LabApp.user_settings_dir={settings}",
             f"--LabApp.workspaces_dir={self.scratch / 'workspaces'}",
             "--LabApp.expose_app_in_browser=True",
