@@ -18,6 +18,14 @@ def sqlite_backend(tmp_path, **kwargs) -> JobQueue:
 
 BACKENDS: dict[str, Callable[..., JobQueue]] = {"sqlite": sqlite_backend}
 
+# Short numbers that are easy to check by hand: a retry after attempt n waits exactly
+# min(60, 2 * 2**(n-1)) seconds, because every random draw is pinned to its maximum.
+TEST_SETTINGS = {"lease_seconds": 30, "backoff_cap": 60.0, "backoff_base": 2.0, "max_attempts": 3}
+
+
+def pinned_draw() -> float:
+    return 1.0
+
 
 @pytest.fixture
 def clock() -> FakeClock:
@@ -30,15 +38,7 @@ def make_queue(request, tmp_path, clock) -> Iterator[Callable[..., JobQueue]]:
     opened: list[JobQueue] = []
 
     def factory(**overrides) -> JobQueue:
-        settings = dict(
-            lease_seconds=30,
-            max_attempts=3,
-            backoff_base=2.0,
-            backoff_cap=60.0,
-            clock=clock,
-            rng=lambda: 1.0,
-        )
-        settings.update(overrides)
+        settings = {**TEST_SETTINGS, "clock": clock, "rng": pinned_draw, **overrides}
         queue = BACKENDS[request.param](tmp_path, **settings)
         opened.append(queue)
         return queue

@@ -1,35 +1,74 @@
 """The queue's rules, one test each, driven by a FakeClock and a pinned rng.
 
 Every test takes its queue from the `make_queue` fixture, so another backend
-runs the very same tests by adding a factory in conftest.py."""
+runs the very same tests by adding a factory in conftest.py. The fixture's clock
+starts at t=1000 with 30-second leases, three attempts and retry ceilings of
+2, 4, 8 ... seconds (the rng always draws its maximum)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
 from labqueue import INDEXES, SCHEMA, TABLE, Job, JobQueue, sql
 
-
-def row(q: JobQueue, job_id: int = 1):
-    return q.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-
-
-def take_over(q: JobQueue, clock) -> tuple[Job, Job]:
-    """worker-a claims, its lease runs out, worker-b claims the same job."""
-    q.enqueue("t", {})
-    (a,) = q.claim("worker-a")
-    clock.advance(31)
-    (b,) = q.claim("worker-b")
-    return a, b
+T0 = 1000.0
+LEASE = 30.0
+RETIRED = "lease expired on the last attempt"
 
 
-def fail_until_dead(q: JobQueue, clock, attempts: int = 3) -> None:
+# -- helpers: one job, one claim, one look at its row --------------------------
+
+
+def add(q: JobQueue, payload: object = None, **options) -> int | None:
+    """Enqueue one job of a neutral kind."""
+    return q.enqueue("task", {} if payload is None else payload, **options)
+
+
+def take(q: JobQueue, worker: str = "w") -> Job:
+    """Claim exactly one job; fails the test if the claim hands out none or several."""
+    (job,) = q.claim(worker)
+    return job
+
+
+def fields(q: JobQueue, *names: str, job_id: int = 1) -> tuple:
+    """The named columns of one job's row, in the order asked for."""
+    found = q.db.execute(f"SELECT {', '.join(names)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return tuple(found)
+
+
+def field(q: JobQueue, name: str, job_id: int = 1):
+    return fields(q, name, job_id=job_id)[0]
+
+
+def snapshot(q: JobQueue, job_id: int = 1) -> tuple:
+    """Every column of the row: for asserting that a refused report changed nothing."""
+    return fields(q, *sql.COLUMNS, job_id=job_id)
+
+
+def states(q: JobQueue) -> list[str]:
+    return [state for (state,) in q.db.execute("SELECT state FROM jobs ORDER BY id")]
+
+
+def handover(q: JobQueue, clock) -> tuple[Job, Job]:
+    """A "slow" holder stalls one second past its lease and a "fresh" worker claims
+    the job. Returns (stale claim, current claim)."""
+    add(q)
+    stale = take(q, "slow")
+    clock.advance(LEASE + 1)
+    return stale, take(q, "fresh")
+
+
+def fail_every_attempt(q: JobQueue, clock, attempts: int = 3) -> list[str | None]:
+    """Claim and fail the only job `attempts` times, waiting out each retry."""
+    outcomes = []
     for _ in range(attempts):
-        (job,) = q.claim("w")
-        q.fail(job, "boom")
+        job = take(q)
+        outcomes.append(q.fail(job, f"boom {job.attempts}"))
         clock.advance(100)
+    return outcomes
 
 
 # -- schema -------------------------------------------------------------------
@@ -42,19 +81,19 @@ def test_schema_is_importable_and_complete():
 
 
 def test_state_is_a_closed_set(q):
-    q.enqueue("t", {})
+    add(q)
     with pytest.raises(Exception, match="CHECK constraint failed"):
         q.db.execute("UPDATE jobs SET state = 'paused' WHERE id = 1")
 
 
 def test_the_three_partial_indexes_exist(q):
-    names = {r[0] for r in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    names = {name for (name,) in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"jobs_ready", "jobs_exhausted", "jobs_dead"} <= names
 
 
 def test_reopening_an_existing_queue_keeps_its_jobs(make_queue):
     first = make_queue()
-    first.enqueue("t", {"n": 1})
+    add(first, {"n": 1})
     first.close()
     assert make_queue().stats()["queued"] == 1
 
@@ -64,116 +103,115 @@ def test_reopening_an_existing_queue_keeps_its_jobs(make_queue):
 
 def test_enqueue_stores_the_payload_and_returns_the_id(q):
     assert q.enqueue("email", {"to": "ada", "n": [1, 2]}) == 1
-    (job,) = q.claim("w")
+    job = take(q)
     assert (job.kind, job.payload) == ("email", {"to": "ada", "n": [1, 2]})
 
 
 def test_enqueue_uses_the_queue_default_or_its_own_max_attempts(q):
-    q.enqueue("t", {})
-    q.enqueue("t", {}, max_attempts=7)
-    assert [j.max_attempts for j in q.claim("w", limit=2)] == [3, 7]
+    add(q)
+    add(q, max_attempts=7)
+    assert [j.max_attempts for j in q.claim("batcher", limit=2)] == [3, 7]
 
 
-def test_dedupe_key_second_enqueue_changes_nothing(q, clock):
-    assert q.enqueue("t", {"v": 1}, dedupe_key="k") == 1
-    before = tuple(row(q))
+def test_a_repeated_dedupe_key_is_a_no_op(q, clock):
+    assert add(q, {"v": 1}, dedupe_key="k") == 1
+    before = snapshot(q)
     clock.advance(5)
-    assert q.enqueue("t", {"v": 2}, delay=50, dedupe_key="k") is None
-    assert tuple(row(q)) == before
-    assert q.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 1
+    assert add(q, {"v": 2}, delay=50, dedupe_key="k") is None
+    assert snapshot(q) == before
+    assert states(q) == ["queued"]
 
 
 def test_enqueue_many_adds_every_job_in_one_go(q):
-    assert q.enqueue_many("t", ({"n": n} for n in range(4))) == 4
-    assert [j.payload["n"] for j in q.claim("w", limit=10)] == [0, 1, 2, 3]
+    assert q.enqueue_many("task", ({"n": n} for n in range(4))) == 4
+    assert [j.payload["n"] for j in q.claim("batcher", limit=10)] == [0, 1, 2, 3]
 
 
 # -- claim ----------------------------------------------------------------------
 
 
-def test_claims_in_fifo_order(q):
-    ids = [q.enqueue("t", {"n": n}) for n in range(3)]
-    assert [q.claim("w")[0].id for _ in ids] == ids
+@pytest.mark.parametrize(
+    ("delays", "served"),
+    [
+        pytest.param([0, 0, 0], [1, 2, 3], id="same-time-oldest-id-first"),
+        pytest.param([5, 0], [2, 1], id="earlier-visible_at-first"),
+        pytest.param([3, 3, 1], [3, 1, 2], id="visible_at-then-id"),
+    ],
+)
+def test_claims_follow_visible_at_then_id(q, clock, delays, served):
+    ids = [add(q, {"n": n}, delay=d) for n, d in enumerate(delays)]
+    assert ids == list(range(1, len(delays) + 1))
+    clock.advance(max(delays) + 1)
+    assert [take(q).id for _ in delays] == served
 
 
-def test_claim_orders_by_visible_at_before_id(q, clock):
-    q.enqueue("t", {}, delay=5)  # id 1, ready later
-    q.enqueue("t", {})  # id 2, ready now
-    clock.advance(10)
-    assert [q.claim("w")[0].id, q.claim("w")[0].id] == [2, 1]
-
-
-def test_batch_claim_respects_the_limit_and_is_sorted_by_id(q, clock):
+def test_a_batch_takes_at_most_limit_jobs_and_lists_them_by_id(q, clock):
     for n in range(5):
-        q.enqueue("t", {"n": n}, delay=5 - n)  # later ids are ready earlier
+        add(q, {"n": n}, delay=5 - n)  # later ids are ready earlier
     clock.advance(10)
-    first = q.claim("w", limit=2)
-    assert [j.id for j in first] == [4, 5]
-    assert [j.id for j in q.claim("w", limit=10)] == [1, 2, 3]
+    first_two = [j.id for j in q.claim("batcher", limit=2)]
+    rest = [j.id for j in q.claim("batcher", limit=10)]
+    assert (first_two, rest) == ([4, 5], [1, 2, 3])
 
 
 def test_batch_claim_shares_one_token_and_one_deadline(q):
-    q.enqueue_many("t", [{}, {}])
-    a, b = q.claim("w", limit=2)
-    assert a.lease_token == b.lease_token
-    assert a.lease_expires_at == b.lease_expires_at == 1030.0
+    q.enqueue_many("task", [{}, {}])
+    one, two = q.claim("batcher", limit=2)
+    assert one.lease_token == two.lease_token
+    assert one.lease_expires_at == two.lease_expires_at == T0 + LEASE
 
 
 def test_claim_on_an_empty_queue_returns_nothing(q):
     assert q.claim("w") == []
 
 
-def test_delayed_job_waits_for_its_time(q, clock):
-    q.enqueue("t", {}, delay=60)
-    assert q.claim("w") == []
-    clock.advance(59.9)
-    assert q.claim("w") == []
-    clock.advance(0.1)
-    assert len(q.claim("w")) == 1
+def test_a_delayed_job_is_invisible_until_its_delay_has_passed(q, clock):
+    add(q, delay=60)
+    seen = []
+    for step in (0.0, 59.9, 0.1):
+        clock.advance(step)
+        seen.append(len(q.claim("w")))
+    assert seen == [0, 0, 1]
 
 
-def test_claim_sets_a_lease_and_counts_the_attempt(q):
-    q.enqueue("t", {})
-    (job,) = q.claim("w1")
-    assert (job.attempts, job.lease_expires_at) == (1, 1030.0)
-    r = row(q)
-    assert (r["state"], r["worker"], r["lease_token"], r["attempts"]) == (
-        "running",
-        "w1",
-        job.lease_token,
-        1,
-    )
+def test_claiming_records_holder_token_deadline_and_attempt(q):
+    add(q)
+    job = take(q, "w1")
+    assert job.attempts == 1
+    assert job.lease_expires_at == T0 + LEASE
+    stored = fields(q, "worker", "attempts", "lease_token", "state")
+    assert stored == ("w1", 1, job.lease_token, "running")
 
 
 def test_leased_job_stays_hidden_until_the_lease_ends(q, clock):
-    q.enqueue("t", {})
-    q.claim("w1")
-    clock.now = 1029.9
-    assert q.claim("w2") == []
-    clock.now = 1030.0
-    assert len(q.claim("w2")) == 1
+    add(q)
+    holder = take(q, "holder")
+    clock.now = holder.lease_expires_at - 0.1  # a tenth of a second before the deadline
+    assert q.claim("rival") == []
+    clock.now = holder.lease_expires_at  # at the deadline the job is free to claim
+    assert take(q, "rival").id == holder.id
 
 
 def test_every_claim_gets_a_fresh_random_token(q, clock):
-    q.enqueue("t", {})
+    add(q)
     tokens = set()
     for _ in range(3):
-        tokens.add(q.claim("w")[0].lease_token)
-        clock.advance(31)
+        tokens.add(take(q).lease_token)
+        clock.advance(LEASE + 1)
     assert len(tokens) == 3
     assert all(len(t) == 32 for t in tokens)
 
 
-def test_reclaim_counts_again_and_issues_a_new_token(q, clock):
-    a, b = take_over(q, clock)
-    assert (a.attempts, b.attempts) == (1, 2)
-    assert b.lease_token != a.lease_token
-    assert row(q)["worker"] == "worker-b"
+def test_a_takeover_is_a_new_attempt_under_a_new_token(q, clock):
+    stale, current = handover(q, clock)
+    assert [stale.attempts, current.attempts] == [1, 2]
+    assert stale.lease_token != current.lease_token
+    assert field(q, "worker") == "fresh"
 
 
 def test_claim_is_one_atomic_statement():
-    """The choice of rows and their marking happen in a single UPDATE, so no
-    other writer can slip in between (the race notebook measures the alternative)."""
+    """Choosing the rows and marking them is one UPDATE with a sub-select: SQLite runs
+    one writer at a time, so the pair cannot interleave (notebook 01 races the alternative)."""
     assert sql.CLAIM.strip().startswith("UPDATE jobs")
     assert "WHERE id IN (SELECT id FROM jobs" in sql.CLAIM
     assert "RETURNING" in sql.CLAIM
@@ -183,33 +221,44 @@ def test_claim_is_one_atomic_statement():
 
 
 def test_complete_marks_done_and_clears_the_token(q, clock):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+    add(q)
+    job = take(q)
     clock.advance(3)
     assert q.complete(job) is True
-    r = row(q)
-    assert (r["state"], r["lease_token"], r["finished_at"]) == ("done", None, 1003.0)
+    assert fields(q, "state", "lease_token", "finished_at") == ("done", None, T0 + 3)
     assert q.complete(job) is False  # a second report of the same claim is refused
 
 
-def test_late_complete_wins_when_nobody_took_over(q, clock):
-    q.enqueue("t", {})
-    (a,) = q.claim("w1")
-    clock.advance(45)
-    assert q.complete(a) is True
-    assert row(q)["state"] == "done"
+def test_an_overdue_holder_may_finish_if_nobody_claimed_the_job(q, clock):
+    add(q)
+    overdue = take(q)
+    clock.advance(LEASE + 15)  # well past the deadline, but nobody else asked for work
+    assert q.complete(overdue) is True
+    assert states(q) == ["done"]
 
 
-def test_stale_complete_is_refused_after_takeover(q, clock):
-    a, b = take_over(q, clock)
-    assert q.complete(a) is False
-    assert row(q)["state"] == "running"
-    assert q.complete(b) is True
+# A replaced holder's report is refused and changes nothing; the current holder's
+# identical report is accepted. (report, refused result, accepted result)
+REPORTS: dict[str, tuple[Callable[[JobQueue, Job], object], object, object]] = {
+    "complete": (lambda q, job: q.complete(job), False, True),
+    "fail": (lambda q, job: q.fail(job, "TimeoutError"), None, "queued"),
+    "heartbeat": (lambda q, job: q.heartbeat(job), False, True),
+}
+
+
+@pytest.mark.parametrize("report", sorted(REPORTS))
+def test_a_replaced_holder_cannot_report(q, clock, report):
+    stale, current = handover(q, clock)
+    send, refused, accepted = REPORTS[report]
+    before = snapshot(q)
+    assert send(q, stale) is refused
+    assert snapshot(q) == before  # still running, same deadline, same holder
+    assert send(q, current) == accepted
 
 
 def test_done_is_final(q, clock):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+    add(q)
+    job = take(q)
     q.complete(job)
     clock.advance(1_000_000)
     assert q.claim("w") == []
@@ -221,77 +270,78 @@ def test_done_is_final(q, clock):
 
 
 @pytest.fixture
-def ledger(q):
-    q.db.execute("CREATE TABLE ledger (n INTEGER)")
-    return lambda: q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
+def audit(q) -> Callable[[], int]:
+    """A table the effects write to; returns a function that counts its rows."""
+    q.db.execute("CREATE TABLE audit (entry INTEGER NOT NULL)")
+    return lambda: q.db.execute("SELECT COUNT(*) FROM audit").fetchone()[0]
 
 
-def test_effect_commits_together_with_complete(q, ledger):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+def write_entry(db) -> None:
+    db.execute("INSERT INTO audit (entry) VALUES (?)", (1,))
+
+
+def test_the_effect_runs_inside_the_completing_transaction(q, audit):
+    add(q)
+    job = take(q)
     seen_in_transaction = []
 
     def effect(db):
         seen_in_transaction.append(db.in_transaction)
-        db.execute("INSERT INTO ledger VALUES (1)")
+        write_entry(db)
 
     assert q.complete(job, effect=effect) is True
-    assert seen_in_transaction == [True]
-    assert ledger() == 1
+    assert (seen_in_transaction, audit()) == ([True], 1)
 
 
-def test_effect_is_skipped_when_the_lease_was_lost(q, clock, ledger):
-    a, _ = take_over(q, clock)
-    ran = []
-    assert q.complete(a, effect=lambda db: ran.append(1)) is False
-    assert ran == []
-    assert ledger() == 0
+def test_a_replaced_holder_s_effect_never_runs(q, clock, audit):
+    stale, _ = handover(q, clock)
+    calls = []
+    assert q.complete(stale, effect=calls.append) is False
+    assert calls == []
+    assert audit() == 0
 
 
-def test_failing_effect_rolls_back_and_keeps_the_lease(q, ledger):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+def test_an_effect_that_raises_undoes_its_writes_and_the_job_stays_held(q, audit):
+    add(q)
+    job = take(q)
 
-    def effect(db):
-        db.execute("INSERT INTO ledger VALUES (1)")
-        raise RuntimeError("downstream error")
+    def half_done(db):
+        write_entry(db)
+        raise RuntimeError("audit service offline")
 
-    with pytest.raises(RuntimeError, match="downstream error"):
-        q.complete(job, effect=effect)
-    assert ledger() == 0
-    assert (row(q)["state"], row(q)["lease_token"]) == ("running", job.lease_token)
+    with pytest.raises(RuntimeError, match="audit service offline"):
+        q.complete(job, effect=half_done)
+    assert audit() == 0
+    assert fields(q, "state", "lease_token") == ("running", job.lease_token)
     assert not q.db.in_transaction
-    assert q.fail(job, "RuntimeError: downstream error") == "queued"
+    assert q.fail(job, "RuntimeError: audit service offline") == "queued"
 
 
 # -- fail, backoff, dead letters -----------------------------------------------
 
 
 def test_fail_schedules_a_retry_at_the_backoff_ceiling(q, clock):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
-    assert q.fail(job, "boom") == "queued"
-    r = row(q)
-    assert (r["state"], r["lease_token"], r["last_error"]) == ("queued", None, "boom")
-    assert r["visible_at"] == 1000.0 + 2.0  # attempt 1: ceiling base * 2**0, rng pinned to 1.0
-    clock.advance(2.0)
-    (job,) = q.claim("w")
-    assert q.fail(job, "boom") == "queued"
-    assert row(q)["visible_at"] == clock.now + 4.0  # attempt 2: the ceiling doubles
+    """The rng draws its maximum, so each retry waits its full ceiling: 2 s, then 4 s."""
+    add(q)
+    for ceiling in (2.0, 4.0):
+        job = take(q)
+        assert q.fail(job, "boom") == "queued"
+        assert fields(q, "state", "lease_token", "last_error") == ("queued", None, "boom")
+        assert field(q, "visible_at") == clock.now + ceiling
+        clock.advance(ceiling)
 
 
 def test_backoff_is_full_jitter_under_a_capped_ceiling(make_queue, clock):
     draws = iter([0.5, 0.25, 1.0, 0.0, 0.75, 1.0, 1.0])
     q = make_queue(max_attempts=30, rng=lambda: next(draws))
-    q.enqueue("t", {})
-    delays = []
-    for _ in range(7):
-        (job,) = q.claim("w")
-        q.fail(job, "boom")
-        delays.append(row(q)["visible_at"] - clock.now)
+    add(q)
+    waits = []
+    while len(waits) < 7:
+        q.fail(take(q), "boom")
+        waits.append(field(q, "visible_at") - clock.now)
         clock.advance(100)
     # ceilings 2, 4, 8, 16, 32, 60 (capped), 60, each times its draw
-    assert delays == [1.0, 1.0, 8.0, 0.0, 24.0, 60.0, 60.0]
+    assert waits == [1.0, 1.0, 8.0, 0.0, 24.0, 60.0, 60.0]
 
 
 def test_backoff_delay_never_exceeds_the_cap_or_goes_negative(make_queue):
@@ -301,155 +351,129 @@ def test_backoff_delay_never_exceeds_the_cap_or_goes_negative(make_queue):
         assert 0.0 <= q.backoff_delay(attempts) <= min(10.0, 0.5 * 2 ** (attempts - 1))
 
 
-def test_fail_on_the_last_attempt_is_dead(q, clock):
-    q.enqueue("t", {})
-    states = []
-    for _ in range(3):
-        (job,) = q.claim("w")
-        states.append(q.fail(job, f"boom {job.attempts}"))
-        clock.advance(100)
-    assert states == ["queued", "queued", "dead"]
-    r = row(q)
-    assert (r["state"], r["attempts"], r["last_error"], r["lease_token"]) == ("dead", 3, "boom 3", None)
-    assert r["finished_at"] == 1200.0
+def test_the_third_failure_dead_letters_the_job(q, clock):
+    add(q)
+    assert fail_every_attempt(q, clock) == ["queued", "queued", "dead"]
+    assert fields(q, "attempts", "state", "lease_token", "last_error") == (3, "dead", None, "boom 3")
+    assert field(q, "finished_at") == T0 + 200
     assert q.claim("w") == []
 
 
 def test_fail_without_retry_is_dead_at_once(q):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+    add(q)
+    job = take(q)
     assert q.fail(job, "UnknownJobKind: nope", retry=False) == "dead"
-    assert (row(q)["state"], row(q)["attempts"]) == ("dead", 1)
+    assert fields(q, "state", "attempts") == ("dead", 1)
 
 
 def test_fail_keeps_at_most_500_characters_of_the_error(q):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
-    q.fail(job, "x" * 2000)
-    assert len(row(q)["last_error"]) == 500
+    add(q)
+    q.fail(take(q), "x" * 2000)
+    assert len(field(q, "last_error")) == 500
 
 
-def test_stale_fail_cannot_resurrect_a_done_job(q, clock):
-    a, b = take_over(q, clock)
-    assert q.complete(b) is True
-    assert q.fail(a, "TimeoutError") is None
-    assert row(q)["state"] == "done"
-    assert q.claim("w3") == []
+def test_a_late_failure_cannot_reopen_a_finished_job(q, clock):
+    stale, current = handover(q, clock)
+    assert q.complete(current) is True
+    assert q.fail(stale, "TimeoutError") is None
+    assert states(q) == ["done"]
+    assert q.claim("anyone") == []
 
 
 def test_attempts_are_counted_at_claim_so_crashes_use_them_up(q, clock):
-    q.enqueue("t", {})
-    for expected in (1, 2, 3):
-        (job,) = q.claim("w")  # the worker dies without reporting
-        assert job.attempts == expected
-        clock.advance(31)
-    assert q.claim("w2") == []
-    r = row(q)
-    assert (r["state"], r["attempts"], r["last_error"]) == ("dead", 3, "lease expired on the last attempt")
-    assert (r["lease_token"], r["finished_at"]) == (None, 1093.0)
+    add(q)
+    counted = []
+    for _ in range(3):
+        counted.append(take(q).attempts)  # and the worker dies without a word
+        clock.advance(LEASE + 1)
+    assert counted == [1, 2, 3]
+    assert q.claim("next") == []  # the fourth claim retires the job instead
+    assert fields(q, "attempts", "state", "last_error") == (3, "dead", RETIRED)
+    assert fields(q, "lease_token", "finished_at") == (None, T0 + 3 * (LEASE + 1))
 
 
 def test_expired_last_lease_keeps_the_earlier_error_as_context(q, clock):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
-    q.fail(job, "TimeoutError: slow upstream")
+    add(q)
+    q.fail(take(q), "TimeoutError: slow upstream")
     clock.advance(100)
     for _ in range(2):
-        q.claim("w")  # attempts 2 and 3 crash
-        clock.advance(31)
+        take(q)  # attempts 2 and 3 crash
+        clock.advance(LEASE + 1)
     q.claim("w")
-    assert row(q)["last_error"] == (
-        "lease expired on the last attempt; previous error: TimeoutError: slow upstream"
-    )
+    assert field(q, "last_error") == f"{RETIRED}; previous error: TimeoutError: slow upstream"
 
 
 def test_a_live_last_lease_is_not_retired(q, clock):
-    q.enqueue("t", {})
+    add(q)
     for _ in range(2):
-        q.claim("w")
-        clock.advance(31)
-    (last,) = q.claim("w")  # attempt 3 of 3, lease until now + 30
-    clock.advance(29)
-    assert q.claim("w2") == []
-    assert row(q)["state"] == "running"
+        take(q)
+        clock.advance(LEASE + 1)
+    last = take(q)  # attempt 3 of 3, its lease runs until now + 30
+    clock.advance(LEASE - 1)
+    assert q.claim("rival") == []
+    assert states(q) == ["running"]
     assert q.complete(last) is True
 
 
 # -- heartbeat ------------------------------------------------------------------
 
 
-def test_heartbeat_extends_the_lease(q, clock):
-    q.enqueue("t", {})
-    (job,) = q.claim("w1")
+def test_a_heartbeat_moves_the_deadline_one_lease_past_now(q, clock):
+    add(q)
+    job = take(q, "holder")
     clock.advance(20)
     assert q.heartbeat(job) is True
-    assert row(q)["visible_at"] == 1050.0
-    clock.now = 1049.0
-    assert q.claim("w2") == []
-    clock.now = 1050.0
-    assert len(q.claim("w2")) == 1
-
-
-def test_heartbeat_after_takeover_is_refused(q, clock):
-    a, b = take_over(q, clock)
-    deadline = row(q)["visible_at"]
-    assert q.heartbeat(a) is False
-    assert row(q)["visible_at"] == deadline
-    assert q.heartbeat(b) is True
+    renewed = T0 + 20 + LEASE
+    assert field(q, "visible_at") == renewed
+    clock.now = renewed - 1
+    assert q.claim("rival") == []
+    clock.now = renewed
+    assert take(q, "rival").attempts == 2
 
 
 # -- requeue_dead and stats -------------------------------------------------------
 
 
-def test_requeue_dead_gives_fresh_attempts(q, clock):
-    q.enqueue("t", {})
-    fail_until_dead(q, clock)
+def test_requeued_dead_jobs_start_over_at_attempt_one(q, clock):
+    add(q)
+    fail_every_attempt(q, clock)
     assert q.requeue_dead() == [1]
-    r = row(q)
-    assert (r["state"], r["attempts"], r["finished_at"], r["visible_at"]) == ("queued", 0, None, clock.now)
-    (job,) = q.claim("w")
-    assert job.attempts == 1
+    assert fields(q, "state", "attempts", "finished_at", "visible_at") == ("queued", 0, None, clock.now)
+    assert take(q).attempts == 1
 
 
 def test_requeue_dead_by_id_touches_only_those(q, clock):
+    q.enqueue_many("task", [{}] * 3)
     for _ in range(3):
-        q.enqueue("t", {})
-    for _ in range(3):
-        for job in q.claim("w", limit=3):
+        for job in q.claim("batcher", limit=3):
             q.fail(job, "boom")
         clock.advance(100)
     assert q.stats()["dead"] == 3
     assert q.requeue_dead([3, 1, 99]) == [1, 3]
     assert q.requeue_dead([]) == []
-    assert [r["state"] for r in q.db.execute("SELECT state FROM jobs ORDER BY id")] == [
-        "queued",
-        "dead",
-        "queued",
-    ]
+    assert states(q) == ["queued", "dead", "queued"]
 
 
 def test_requeue_dead_leaves_live_and_done_jobs_alone(q):
-    q.enqueue_many("t", [{}, {}])
-    (a,) = q.claim("w")
-    q.complete(a)
+    q.enqueue_many("task", [{}, {}])
+    q.complete(take(q))
     assert q.requeue_dead() == []
     assert q.requeue_dead([1, 2]) == []
-    assert [r[0] for r in q.db.execute("SELECT state FROM jobs ORDER BY id")] == ["done", "queued"]
+    assert states(q) == ["done", "queued"]
 
 
-def test_stats_count_ready_expired_and_dead(q, clock):
-    for n in range(4):
-        q.enqueue("t", {"n": n})
-    q.enqueue("t", {}, delay=600)
-    (j1,) = q.claim("w")
-    q.complete(j1)
-    q.claim("w")  # job 2: its lease will run out
-    clock.advance(31)
+def test_stats_counts_an_expired_lease_as_ready(q, clock):
+    """Five jobs: one done, one whose holder vanished, two waiting, one for later."""
+    q.enqueue_many("task", [{"n": n} for n in range(4)])
+    add(q, delay=600)
+    q.complete(take(q))
+    take(q)  # job 2's holder never reports back
+    clock.advance(LEASE + 1)
     assert q.stats() == {
-        "queued": 3,
-        "running": 1,
-        "ready_now": 3,
-        "oldest_ready_age_s": 31.0,
+        "queued": 3,  # jobs 3 and 4, and the delayed job 5
+        "running": 1,  # job 2, whose lease has ended
+        "ready_now": 3,  # jobs 2, 3 and 4
+        "oldest_ready_age_s": LEASE + 1,
         "dead": 0,
     }
 
@@ -491,8 +515,8 @@ def test_queue_is_a_context_manager_and_uses_wal(make_queue):
 
 
 def test_rows_come_back_as_sqlite_rows(q):
-    q.enqueue("t", {})
-    assert row(q)["kind"] == "t"
+    add(q)
+    assert q.db.execute("SELECT kind FROM jobs").fetchone()["kind"] == "task"
 
 
 def test_synchronous_setting_is_applied(make_queue):
@@ -501,21 +525,21 @@ def test_synchronous_setting_is_applied(make_queue):
 
 
 def test_a_crash_inside_a_transaction_rolls_it_back(q):
-    q.enqueue("t", {})
-    (job,) = q.claim("w")
+    add(q)
+    job = take(q)
 
     def interrupted(db):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         q.complete(job, effect=interrupted)
-    assert row(q)["state"] == "running"
+    assert states(q) == ["running"]
     assert not q.db.in_transaction
 
 
 def test_a_second_connection_sees_committed_work(make_queue):
     producer, consumer = make_queue(), make_queue()
-    producer.enqueue("t", {"n": 1})
-    (job,) = consumer.claim("w")
+    add(producer, {"n": 1})
+    job = take(consumer)
     assert consumer.complete(job)
     assert producer.stats()["queued"] == 0
