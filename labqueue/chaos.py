@@ -211,7 +211,7 @@ Progress = Callable[[int, int], None]
 def prepare(path: Path, config: ChaosConfig) -> int:
     """A fresh queue holding the shuffled mix, and an empty ledger. Returns the job count."""
     order = [kind for kind, count in config.job_mix.items() for _ in range(count)]
-    random.Random(config.seed).shuffle(order)  # spread the awkward jobs through the run
+    random.Random(config.seed).shuffle(order)  # mix the crashing, stalling and failing jobs in among the rest
     with JobQueue(path, lease_seconds=config.lease, max_attempts=config.max_attempts) as q:
         q.db.execute(LEDGER_TABLE)
         q.db.executescript(RECORD_TABLES)
@@ -295,7 +295,7 @@ class Supervisor:
         if not candidates:
             return
         proc, life = self.rng.choice(candidates)
-        proc.kill()  # SIGKILL: no except or finally block runs in the worker
+        proc.kill()  # SIGKILL: the worker gets no chance to run except/finally code
         proc.wait()
         if os.name == "posix" and proc.returncode != -signal.SIGKILL:
             return  # it ended by itself a moment earlier; the next tick records how

@@ -1,4 +1,4 @@
-"""A clock the lab moves by hand, so lease and backoff timing is exact."""
+"""A clock that advances only when told to, which makes lease and backoff timing exact and repeatable."""
 
 from __future__ import annotations
 

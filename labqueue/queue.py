@@ -91,8 +91,8 @@ class JobQueue:
         self.rng = rng
         self.path = Path(path)
         _check_is_sqlite_file(self.path)
-        # isolation_level=None: the queue, not the sqlite3 module, decides where
-        # every transaction begins and ends.
+        # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
+        # transaction from _tx(); a lone read runs in autocommit.
         try:
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self.timeout)
         except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
@@ -126,9 +126,10 @@ class JobQueue:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: BEGIN IMMEDIATE takes the write lock before the
-        first read, so nothing slips in between our reads and our writes. Any
-        exception, including KeyboardInterrupt, rolls the whole of it back."""
+        """Run the block as a single write transaction. BEGIN IMMEDIATE acquires the
+        write lock up front, before anything is read, so no other writer can change a
+        row between our reading it and our writing it. Any exception, including
+        KeyboardInterrupt, rolls the whole of it back."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -167,8 +168,8 @@ class JobQueue:
         max_attempts: int | None = None,
         dedupe_key: str | None = None,
     ) -> int | None:
-        """Add one job, ready after `delay` seconds. Returns its id, or None when a
-        job with the same dedupe_key already exists (which is left unchanged)."""
+        """Add one job, ready after `delay` seconds, and return the new row's id. If a
+        job with this dedupe_key is already stored, nothing changes and the result is None."""
         _kind(kind)
         delay = _positive("delay", delay, allow_zero=True)
         attempts = self.max_attempts if max_attempts is None else _attempts("max_attempts", max_attempts)
@@ -199,9 +200,10 @@ class JobQueue:
     def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id.
 
-        A job is ready when its visible_at has passed: for a queued job that is its
-        run time, for a running one the end of its lease, so an expired lease needs
-        no reaper. Jobs whose lease ran out on their last attempt become dead."""
+        Readiness is a single test, visible_at <= now. The column holds a queued job's
+        start time and a running job's lease deadline, so an expired lease is picked up
+        here and no reaper is needed. Jobs whose lease ran out on their last attempt
+        become dead."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
         now = self.clock()
@@ -220,9 +222,10 @@ class JobQueue:
         return sorted((_job(row) for row in rows), key=lambda job: job.id)
 
     def complete(self, job: Job, effect: Effect | None = None) -> bool:
-        """Mark `job` done if this worker still holds its lease. `effect(db)` runs in
-        the same transaction, after the fence: it commits with the completion or
-        not at all. Returns False, without running the effect, for a stale lease."""
+        """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
+        once the fence has passed, inside the completing transaction, so its writes are
+        saved together with the done state or not saved at all. Returns False, without
+        running the effect, for a stale lease."""
         with self._tx() as db:
             cur = db.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token))
             if cur.rowcount != 1:
@@ -307,7 +310,8 @@ class JobQueue:
         return None
 
     def heartbeat(self, job: Job) -> bool:
-        """Push the lease out by lease_seconds. False: this worker no longer holds the job."""
+        """Move the lease deadline to clock() + lease_seconds. Returns False, changing
+        nothing, once our token no longer matches a running job."""
         with self._tx() as db:
             cur = db.execute(sql.HEARTBEAT, (self.clock() + self.lease_seconds, job.id, job.lease_token))
         return cur.rowcount == 1
@@ -315,7 +319,7 @@ class JobQueue:
     # -- operating --------------------------------------------------------------
 
     def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
-        """Give dead jobs (all of them, or those in `ids`) a fresh set of attempts.
+        """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
         Returns the ids requeued, sorted. An empty `ids` requeues nothing."""
         now = self.clock()
         if ids is None:

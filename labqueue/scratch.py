@@ -16,7 +16,8 @@ def work_folder() -> Path:
 
 
 def db_path(name: str, folder: str | os.PathLike[str] | None = None) -> Path:
-    """Return <folder>/<name>.db with any old copy, and its -wal and -shm files, removed."""
+    """Return the path <folder>/<name>.db, after deleting any earlier database of
+    that name together with its -wal, -shm and -journal files."""
     if (
         not isinstance(name, str)
         or not name
