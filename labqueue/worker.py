@@ -45,6 +45,12 @@ class StopFlag:
             signal.signal(sig, self)
 
 
+def error_text(exc: BaseException) -> str:
+    """What fail() records: the exception's class, so a person can sort the dead
+    letters by cause, and its message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None) -> str:
     """Run one job's handler and report the outcome. Returns "done", "queued",
     "dead" or "lost" (this worker no longer held the lease)."""
@@ -67,11 +73,11 @@ def handle_then_claim(
     fn = table.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
-        return q.fail(job, f"{type(error).__name__}: {error}", retry=False) or "lost", None
+        return q.fail(job, error_text(error), retry=False) or "lost", None
     try:
         effect = fn(job, q)
     except Exception as exc:
-        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost", None
+        return q.fail(job, error_text(exc)) or "lost", None
     try:
         worker = claim_for()
         if worker is None:
@@ -79,7 +85,7 @@ def handle_then_claim(
         else:
             accepted, next_job = q.complete_and_claim(job, worker, effect=effect)
     except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
-        return q.fail(job, f"{type(exc).__name__}: {exc}") or "lost", None
+        return q.fail(job, error_text(exc)) or "lost", None
     return ("done" if accepted else "lost"), next_job
 
 
@@ -110,7 +116,7 @@ def run(
         return worker_id if more else None
 
     with JobQueue(path, lease_seconds=lease_seconds) as q:
-        idle_since: float | None = None
+        give_up_at: float | None = None  # set by the first empty look, cleared by any job
         job: Job | None = None
         while True:
             if job is None:
@@ -118,12 +124,14 @@ def run(
                     break
                 job = q.claim_next(worker_id) if q.any_ready() else None
                 if job is None:
-                    idle_since = idle_since or time.monotonic()
-                    if time.monotonic() - idle_since >= idle_exit:
+                    now = time.monotonic()
+                    if give_up_at is None:
+                        give_up_at = now + idle_exit
+                    if now >= give_up_at:
                         break
                     sleep(poll)
                     continue
-                idle_since = None
+                give_up_at = None
             _, job = handle_then_claim(q, job, handlers, claim_for=claim_for)
             handled += 1
     return handled
