@@ -9,178 +9,222 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from .clock import FakeClock
-from .queue import Job, JobQueue
+from .queue import Effect, Job, JobQueue
 from .scratch import db_path
+from .worker import error_text
 
 Folder = str | Path | None
 
+LEASE = 30.0
+ADA_EMAIL = {"to": "ada@example.com"}
+ADA_GRANT = {"user": "ada", "credits": 10}
+MAIL_TIMEOUT = "TimeoutError"
+ONE_ROW = "SELECT * FROM jobs WHERE id = ?"
 
-def _job_row(q: JobQueue, job_id: int = 1) -> sqlite3.Row:
-    return q.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+# The lines the walks print, filled in from a job's row (a sqlite3.Row is a mapping).
+LEASE_LINE = (
+    "{label:<38} state={state:<8} attempts={attempts} visible_at={visible_at:.0f} "
+    "token={token:<4} worker={worker}"
+)
+BRIEF_LINE = "state={state} attempts={attempts}"
+FINAL_LINE = "job {id} {kind:<12} state={state:<5} attempts={attempts} last_error={last_error}"
 
 
-def show_lease(q: JobQueue, label: str) -> None:
-    r = _job_row(q)
-    token = "set" if r["lease_token"] else "none"
-    print(
-        f"{label:<38} state={r['state']:<8} attempts={r['attempts']} "
-        f"visible_at={r['visible_at']:.0f} token={token:<4} worker={r['worker']}"
-    )
+@dataclass
+class Scene:
+    """One queue on a fake clock, and the few moves every walk is told in."""
+
+    q: JobQueue
+    clock: FakeClock
+
+    def at(self, t: float) -> None:
+        self.clock.now = float(t)
+
+    def take(self, worker: str) -> Job:
+        """`worker` asks for work; in these walks the answer is always exactly one job."""
+        (job,) = self.q.claim(worker)
+        return job
+
+    def row(self, job_id: int = 1) -> sqlite3.Row:
+        return self.q.db.execute(ONE_ROW, (job_id,)).fetchone()
+
+    def brief(self) -> str:
+        """The job's state and attempt count, as the zombie walks print them."""
+        return BRIEF_LINE.format_map(self.row())
+
+    def show(self, label: str) -> None:
+        """One line of the lease walk: the label, then what the row holds now."""
+        r = dict(self.row())
+        print(LEASE_LINE.format(label=label, token="set" if r.pop("lease_token") else "none", **r))
+
+
+def _scene(name: str, folder: Folder, *, start: float = 0.0, **settings: object) -> Scene:
+    clock = FakeClock(start)
+    settings.setdefault("lease_seconds", LEASE)
+    return Scene(JobQueue(db_path(name, folder), clock=clock, **settings), clock)  # type: ignore[arg-type]
+
+
+def _stall_and_replace(s: Scene) -> tuple[Job, Job]:
+    """worker-a claims at t=0 and stalls; at t=31, a second after its lease ended,
+    worker-b claims the same job. Returns (worker-a's stale claim, worker-b's)."""
+    stale = s.take("worker-a")
+    s.at(LEASE + 1)
+    return stale, s.take("worker-b")
+
+
+# -- step 2: a lease runs out ------------------------------------------------------
 
 
 def leases(folder: Folder = None) -> JobQueue:
     """One job: claimed, its lease runs out, claimed again; the late token is refused."""
-    clock = FakeClock(1000.0)
-    q = JobQueue(db_path("leases", folder), lease_seconds=30, clock=clock)
-    q.enqueue("email", {"to": "ada@example.com"})
-    show_lease(q, "t=1000 enqueued")
-    (a,) = q.claim("worker-a")
-    show_lease(q, "t=1000 worker-a claims")
-    clock.now = 1010
-    print("t=1010 worker-b claims:", q.claim("worker-b"))
-    clock.now = 1031
-    (b,) = q.claim("worker-b")
-    show_lease(q, "t=1031 lease ran out, worker-b claims")
-    print("same token for both claims:", a.lease_token == b.lease_token)
-    print("worker-a complete():", q.complete(a))
-    print("worker-b complete():", q.complete(b))
-    show_lease(q, "t=1031 worker-b completed")
-    return q
+    s = _scene("leases", folder, start=1000.0)
+    s.q.enqueue("email", ADA_EMAIL)
+    s.show("t=1000 enqueued")
+    first = s.take("worker-a")
+    s.show("t=1000 worker-a claims")
+    s.at(1010)  # inside worker-a's lease: there is nothing to hand out
+    print("t=1010 worker-b claims:", s.q.claim("worker-b"))
+    s.at(1031)  # the lease ended at 1030
+    second = s.take("worker-b")
+    s.show("t=1031 lease ran out, worker-b claims")
+    print("same token for both claims:", first.lease_token == second.lease_token)
+    for name, job in (("worker-a", first), ("worker-b", second)):
+        print(f"{name} complete():", s.q.complete(job))
+    s.show("t=1031 worker-b completed")
+    return s.q
 
 
-def _one_email_queue(name: str, folder: Folder) -> tuple[JobQueue, FakeClock]:
-    clock = FakeClock(0.0)
-    q = JobQueue(db_path(name, folder), lease_seconds=30, clock=clock)
-    q.enqueue("email", {"to": "ada@example.com"})
-    return q, clock
+# -- step 4: the late report of a stale worker ---------------------------------------
 
-
-def _state(q: JobQueue) -> str:
-    r = _job_row(q)
-    return f"state={r['state']} attempts={r['attempts']}"
+# The bug on purpose: the row is chosen by its id and nothing else.
+UNFENCED_FAIL = "UPDATE jobs SET last_error = :error, visible_at = :now, state = 'queued' WHERE id = :id"
 
 
 def unfenced_fail(q: JobQueue, job: Job, error: str) -> None:
-    """The bug: fail a job by its id alone, without asking who holds the lease."""
-    q.db.execute(
-        "UPDATE jobs SET state = 'queued', visible_at = ?, last_error = ? WHERE id = ?",
-        (q.clock(), error, job.id),
-    )
+    """A failure recorded by job id alone. It never asks whether this worker still
+    holds the lease, so a stale report reopens a job that someone else finished."""
+    q.db.execute(UNFENCED_FAIL, {"error": error, "now": q.clock(), "id": job.id})
+
+
+def _email_scene(name: str, folder: Folder) -> Scene:
+    s = _scene(name, folder)
+    s.q.enqueue("email", ADA_EMAIL)
+    return s
 
 
 def zombie_unfenced(folder: Folder = None) -> list[str]:
     """A stale worker's late failure, reported by id: the handler runs three times."""
     print("--- without the fence")
-    q, clock = _one_email_queue("zombie_unfenced", folder)
-    runs = []
-    (a,) = q.claim("worker-a")
-    runs.append(f"worker-a (attempt {a.attempts})")
-    clock.now = 31  # worker-a is still busy, but its 30-second lease has ended
-    (b,) = q.claim("worker-b")
-    runs.append(f"worker-b (attempt {b.attempts})")
-    print("t=31  worker-b completes:", q.complete(b), "->", _state(q))
-    clock.now = 40  # worker-a finally hears a timeout from the mail server
-    unfenced_fail(q, a, "TimeoutError")
-    print("t=40  worker-a fails late  ->", _state(q))
-    (c,) = q.claim("worker-c")
-    runs.append(f"worker-c (attempt {c.attempts})")
-    print("t=40  worker-c claims      ->", _state(q))
-    print(f"the handler ran {len(runs)} times: " + ", ".join(runs))
-    q.close()
+    s = _email_scene("zombie_unfenced", folder)
+    stale, current = _stall_and_replace(s)
+    print("t=31  worker-b completes:", s.q.complete(current), "->", s.brief())
+    s.at(40)  # worker-a's mail server times out at last, and worker-a reports it
+    unfenced_fail(s.q, stale, MAIL_TIMEOUT)
+    print("t=40  worker-a fails late  ->", s.brief())
+    third = s.take("worker-c")  # the finished job is back in the queue
+    print("t=40  worker-c claims      ->", s.brief())
+    handed = {"worker-a": stale, "worker-b": current, "worker-c": third}
+    runs = [f"{name} (attempt {job.attempts})" for name, job in handed.items()]
+    print(f"the handler ran {len(handed)} times: {', '.join(runs)}")
+    s.q.close()
     return runs
 
 
 def zombie_fenced(folder: Folder = None) -> None:
     """The same timeline with the token checked: the stale failure is ignored."""
     print("--- with the fence")
-    q, clock = _one_email_queue("zombie_fenced", folder)
-    (a,) = q.claim("worker-a")
-    clock.now = 31
-    (b,) = q.claim("worker-b")
-    print("t=31  worker-b completes:", q.complete(b), "->", _state(q))
-    clock.now = 40
-    print("t=40  worker-a q.fail() returned:", q.fail(a, "TimeoutError"), "->", _state(q))
-    print("t=40  worker-c claims:", q.claim("worker-c"))
-    q.close()
+    s = _email_scene("zombie_fenced", folder)
+    stale, current = _stall_and_replace(s)
+    print("t=31  worker-b completes:", s.q.complete(current), "->", s.brief())
+    s.at(40)
+    outcome = s.q.fail(stale, MAIL_TIMEOUT)  # fenced: refused, since the token is stale
+    print("t=40  worker-a q.fail() returned:", outcome, "->", s.brief())
+    print("t=40  worker-c claims:", s.q.claim("worker-c"))
+    s.q.close()
 
 
 def zombie_unreplaced(folder: Folder = None) -> None:
     """A slow worker nobody replaced: its late completion still counts."""
     print("--- a slow worker that nobody replaced")
-    q, clock = _one_email_queue("zombie_unreplaced", folder)
-    (a,) = q.claim("worker-a")
-    clock.now = 45  # the lease ended at t=30, but nobody else has claimed the job
-    print("t=45  worker-a complete():", q.complete(a), "->", _state(q))
-    q.close()
+    s = _email_scene("zombie_unreplaced", folder)
+    overdue = s.take("worker-a")
+    s.at(45)  # 15 s past the deadline, yet no other worker has asked for work since
+    print("t=45  worker-a complete():", s.q.complete(overdue), "->", s.brief())
+    s.q.close()
 
 
 def zombie_workers(folder: Folder = None) -> None:
-    zombie_unfenced(folder)
-    print()
-    zombie_fenced(folder)
-    print()
-    zombie_unreplaced(folder)
+    """The three zombie walks in the tutorial's order, a blank line between them."""
+    for k, walk in enumerate((zombie_unfenced, zombie_fenced, zombie_unreplaced)):
+        if k:
+            print()
+        walk(folder)
 
 
-def _grant_queue(name: str, folder: Folder) -> tuple[JobQueue, FakeClock]:
-    clock = FakeClock(0.0)
-    q = JobQueue(db_path(name, folder), lease_seconds=30, clock=clock)
-    q.db.execute("CREATE TABLE accounts (user TEXT PRIMARY KEY, credits INTEGER NOT NULL)")
-    q.enqueue("grant", {"user": "ada", "credits": 10})
-    return q, clock
+# -- step 5: the effect inside the completing transaction ------------------------------
+
+ACCOUNTS_TABLE = "CREATE TABLE accounts (user TEXT NOT NULL PRIMARY KEY, credits INTEGER NOT NULL DEFAULT 0)"
+GRANT_UPSERT = """
+INSERT INTO accounts (user, credits) VALUES (:user, :credits)
+ON CONFLICT (user) DO UPDATE SET credits = accounts.credits + excluded.credits
+"""
 
 
-def add_credits(job: Job):
-    """The job's effect: add its credits to the user's account (an upsert)."""
+def add_credits(job: Job) -> Effect:
+    """The grant job's database effect: add the job's credits to the user's balance.
+    It writes through whatever connection it is handed, so complete() can run it
+    in the same transaction as the fenced UPDATE that marks the job done."""
+    grant = {"user": job.payload["user"], "credits": job.payload["credits"]}
 
     def effect(db: sqlite3.Connection) -> None:
-        db.execute(
-            "INSERT INTO accounts (user, credits) VALUES (?, ?) "
-            "ON CONFLICT (user) DO UPDATE SET credits = credits + excluded.credits",
-            (job.payload["user"], job.payload["credits"]),
-        )
+        db.execute(GRANT_UPSERT, grant)
 
     return effect
 
 
 def credits(q: JobQueue, user: str = "ada") -> int:
-    row = q.db.execute("SELECT credits FROM accounts WHERE user = ?", (user,)).fetchone()
-    return 0 if row is None else row[0]
+    balance = "SELECT COALESCE(SUM(credits), 0) FROM accounts WHERE user = ?"
+    return q.db.execute(balance, (user,)).fetchone()[0]
+
+
+def _grant_scene(name: str, folder: Folder) -> Scene:
+    s = _scene(name, folder)
+    s.q.db.execute(ACCOUNTS_TABLE)
+    s.q.enqueue("grant", ADA_GRANT)
+    return s
+
+
+def _balance(s: Scene) -> int:
+    total = credits(s.q)
+    print("ada has", total, "credits")
+    s.q.close()
+    return total
 
 
 def effect_separate(folder: Folder = None) -> int:
     """Effect, then complete, as two commits: the stale worker's credits land too."""
     print("--- effect first, then complete (two separate commits)")
-    q, clock = _grant_queue("effect_separate", folder)
-    (a,) = q.claim("worker-a")
-    clock.now = 31  # worker-a stalls past its lease
-    (b,) = q.claim("worker-b")
-    add_credits(b)(q.db)
-    print("worker-b complete():", q.complete(b))
-    add_credits(a)(q.db)  # worker-a wakes up and does its work anyway
-    print("worker-a complete():", q.complete(a))
-    total = credits(q)
-    print("ada has", total, "credits")
-    q.close()
-    return total
+    s = _grant_scene("effect_separate", folder)
+    stale, current = _stall_and_replace(s)
+    # worker-b works first; worker-a wakes from its stall afterwards and carries on.
+    for name, job in (("worker-b", current), ("worker-a", stale)):
+        add_credits(job)(s.q.db)  # committed on its own, whatever complete() says next
+        print(f"{name} complete():", s.q.complete(job))
+    return _balance(s)
 
 
 def effect_together(folder: Folder = None) -> int:
     """The effect passed to complete(): it runs only after the fence, in one transaction."""
     print("--- effect passed to complete() (one transaction)")
-    q, clock = _grant_queue("effect_together", folder)
-    (a,) = q.claim("worker-a")
-    clock.now = 31
-    (b,) = q.claim("worker-b")
-    print("worker-b complete():", q.complete(b, effect=add_credits(b)))
-    print("worker-a complete():", q.complete(a, effect=add_credits(a)))
-    total = credits(q)
-    print("ada has", total, "credits")
-    q.close()
-    return total
+    s = _grant_scene("effect_together", folder)
+    stale, current = _stall_and_replace(s)
+    for name, job in (("worker-b", current), ("worker-a", stale)):
+        print(f"{name} complete():", s.q.complete(job, effect=add_credits(job)))
+    return _balance(s)
 
 
 def effect_in_transaction(folder: Folder = None) -> None:
@@ -189,82 +233,90 @@ def effect_in_transaction(folder: Folder = None) -> None:
     effect_together(folder)
 
 
-def _retry_handler(job: Job) -> None:
-    if job.kind == "flaky" and job.attempts < 3:
-        raise TimeoutError("upstream timed out")
-    if job.kind == "always_fails":
-        raise ValueError("payload has no recipient")
+# -- step 7: retries with full jitter, then the dead letter ----------------------------
+
+# kind -> (first attempt that succeeds, or None for never; what it raises until then)
+RETRY_KINDS: dict[str, tuple[int | None, type[Exception], str]] = {
+    "flaky": (3, TimeoutError, "upstream timed out"),
+    "always_fails": (None, ValueError, "payload has no recipient"),
+}
+# The earliest moment any unfinished job (queued, or running under a lease) is due.
+NEXT_DUE = "SELECT MIN(visible_at) FROM jobs WHERE finished_at IS NULL"
+
+
+def _retry_walk_handler(job: Job) -> None:
+    succeeds_from, error, message = RETRY_KINDS[job.kind]
+    if succeeds_from is None or job.attempts < succeeds_from:
+        raise error(message)
+
+
+def _attempt(q: JobQueue, job: Job) -> str:
+    """Run one attempt of a retry-walk job and report it; returns how it ended."""
+    try:
+        _retry_walk_handler(job)
+    except Exception as exc:
+        outcome = q.fail(job, error_text(exc))
+        if outcome != "queued":
+            return f"failed, state={outcome}"
+        wait = q.db.execute(ONE_ROW, (job.id,)).fetchone()["visible_at"] - q.clock()
+        return f"failed, retry in {wait:4.1f}s"
+    return f"complete={q.complete(job)}"
 
 
 def retries(folder: Folder = None, seed: int = 7) -> JobQueue:
-    """Two jobs on a fake clock with a seeded rng: a flaky one and a hopeless one."""
-    clock = FakeClock(0.0)
-    q = JobQueue(
-        db_path("retries", folder),
-        lease_seconds=30,
-        max_attempts=4,
-        backoff_base=2.0,
+    """Two jobs on a fake clock with a seeded rng: a flaky one and a hopeless one.
+    The clock jumps straight to the next retry each time, so the walk takes no time."""
+    s = _scene(
+        "retries",
+        folder,
         backoff_cap=60.0,
-        clock=clock,
+        backoff_base=2.0,
+        max_attempts=4,
         rng=random.Random(seed).random,
     )
-    q.enqueue("flaky", {})
-    q.enqueue("always_fails", {})
-    next_due = "SELECT MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running')"
-    while (due := q.db.execute(next_due).fetchone()[0]) is not None:
-        clock.now = max(clock.now, due)
-        for job in q.claim("sim", limit=10):
-            label = (
-                f"t={clock.now:6.1f}  job {job.id} {job.kind:<12} attempt {job.attempts}/{job.max_attempts}"
-            )
-            try:
-                _retry_handler(job)
-            except Exception as exc:
-                state = q.fail(job, f"{type(exc).__name__}: {exc}")
-                if state == "queued":
-                    retry_at = _job_row(q, job.id)["visible_at"]
-                    print(f"{label}  failed, retry in {retry_at - clock.now:4.1f}s")
-                else:
-                    print(f"{label}  failed, state={state}")
-            else:
-                print(f"{label}  complete={q.complete(job)}")
+    for kind in RETRY_KINDS:
+        s.q.enqueue(kind, {})
+    while (due := s.q.db.execute(NEXT_DUE).fetchone()[0]) is not None:
+        s.at(max(s.clock.now, due))
+        for job in s.q.claim("sim", limit=10):
+            who = f"job {job.id} {job.kind:<12}"
+            attempt = f"attempt {job.attempts}/{job.max_attempts}"
+            print(f"t={s.clock.now:6.1f}  {who} {attempt}  {_attempt(s.q, job)}")
     print()
-    for r in q.db.execute("SELECT id, kind, state, attempts, last_error FROM jobs ORDER BY id"):
-        print(
-            f"job {r['id']} {r['kind']:<12} state={r['state']:<5} "
-            f"attempts={r['attempts']} last_error={r['last_error']}"
-        )
-    return q
+    for r in s.q.db.execute("SELECT * FROM jobs ORDER BY id"):
+        print(FINAL_LINE.format_map(r))
+    return s.q
+
+
+# -- step 10: what to watch --------------------------------------------------------------
 
 
 def ops_queue(folder: Folder = None) -> tuple[JobQueue, FakeClock]:
-    """Six jobs in every state: done, dead, an expired lease, a live lease, ready, delayed."""
-    clock = FakeClock(10_000.0)
-    q = JobQueue(db_path("ops", folder), lease_seconds=30, max_attempts=2, clock=clock, rng=lambda: 0.0)
-    for n in range(5):
-        q.enqueue("email", {"n": n})  # jobs 1 to 5
-    q.enqueue("email", {"n": 5}, delay=600)  # job 6, for later
-    (j1,) = q.claim("w1")
-    q.complete(j1)  # job 1: done
-    (j2,) = q.claim("w1")
-    q.fail(j2, "TimeoutError")  # job 2 fails; rng=0 makes the retry immediate
-    (j2,) = q.claim("w1")
-    q.fail(j2, "TimeoutError")  # its last attempt fails too: dead
-    q.claim("w1")  # job 3: this worker "crashes" and never reports
-    clock.now += 31  # ... so its lease runs out
-    q.claim("w2")  # job 4: next in line, a live lease
-    return q, clock
+    """Six jobs, one in each situation stats() must tell apart: done (job 1), dead (2),
+    a lease that has run out (3), a live lease (4), ready (5) and scheduled for later (6)."""
+    s = _scene("ops", folder, start=10_000.0, max_attempts=2, rng=lambda: 0.0)  # rng=0: retry at once
+    for n in range(6):
+        s.q.enqueue("email", {"n": n}, delay=600 if n == 5 else 0)
+    s.q.complete(s.take("w1"))
+    for _ in range(2):  # both of job 2's attempts fail, so it ends dead
+        s.q.fail(s.take("w1"), "TimeoutError")
+    s.take("w1")  # job 3's worker "crashes" and never reports back,
+    s.clock.advance(LEASE + 1)  # so its lease runs out
+    s.take("w2")  # job 4, next in line, under a live lease
+    return s.q, s.clock
 
 
 def print_stats(q: JobQueue, title: str) -> None:
     print(title)
-    for key, value in q.stats().items():
-        print(f"  {key:<20} {value}")
+    for name, value in q.stats().items():
+        print(f"  {name:<20} {value}")
 
 
 def ops(folder: Folder = None) -> JobQueue:
+    """stats() of the six jobs, then the dead one requeued and stats() again."""
     q, _ = ops_queue(folder)
     print_stats(q, "stats at t+31 s:")
-    print("requeue_dead():", q.requeue_dead())
+    revived = q.requeue_dead()
+    print(f"requeue_dead(): {revived}")
     print_stats(q, "after requeue_dead():")
     return q
