@@ -1,4 +1,5 @@
-"""The claim race: three ways to claim a job, raced by real worker processes.
+"""The claim race: naive, compare-and-swap and atomic claims, each raced by real
+worker processes.
 
 The table is deliberately minimal (id, state, claimed_by), so the only thing that
 differs between the runs is the claim itself. Workers are spawned from this module
@@ -10,6 +11,8 @@ jobs table cannot show a duplicate, because the last writer's name wins.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import multiprocessing as mp
 import sqlite3
 import sys
@@ -26,8 +29,8 @@ Claim = Callable[[sqlite3.Connection, str], "tuple[int | None, int]"]
 RACE_TABLE = """
 CREATE TABLE jobs (
     id         INTEGER PRIMARY KEY,
-    state      TEXT NOT NULL DEFAULT 'queued',
-    claimed_by TEXT
+    claimed_by TEXT,
+    state      TEXT NOT NULL DEFAULT 'queued'
 )
 """
 
@@ -46,51 +49,51 @@ DEFAULT_WORKERS = 4
 MAX_JOBS = 200_000
 MAX_WORKERS = 16
 
+# Each strategy returns (the id it took or None once nothing is queued, looks it wasted).
+
+
+def claim_naive(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
+    """Two statements: find the oldest queued id, then mark it ours. Another worker
+    can run its own look between our look and our write, and then both take the row."""
+    (job_id,) = db.execute("SELECT MIN(id) FROM jobs WHERE state = 'queued'").fetchone()
+    if job_id is not None:
+        db.execute("UPDATE jobs SET claimed_by = ?, state = 'running' WHERE id = ?", (worker, job_id))
+    return job_id, 0
+
+
+def claim_cas(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
+    """Compare and swap: the write repeats the look's condition, so it changes the row
+    only if it is still queued. A rowcount of 0 means a rival took it in between: the
+    round trip was wasted, and the worker looks again."""
+    for wasted in itertools.count():
+        (job_id,) = db.execute("SELECT MIN(id) FROM jobs WHERE state = 'queued'").fetchone()
+        if job_id is None:
+            return None, wasted
+        swap = db.execute(
+            "UPDATE jobs SET claimed_by = ?, state = 'running' WHERE state = 'queued' AND id = ?",
+            (worker, job_id),
+        )
+        if swap.rowcount == 1:
+            return job_id, wasted
+
+
+def claim_atomic(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
+    """One statement both picks the oldest queued row (the sub-select) and takes it.
+    SQLite lets one connection write at a time, so no rival can act in between."""
+    taken = db.execute(
+        "UPDATE jobs SET claimed_by = ?, state = 'running' "
+        "WHERE id = (SELECT MIN(id) FROM jobs WHERE state = 'queued') RETURNING id",
+        (worker,),
+    ).fetchall()  # read every row, so the statement and its write lock end here
+    return (taken[0][0] if taken else None), 0
+
 
 def connect(path: str | Path) -> sqlite3.Connection:
     """Autocommit (isolation_level=None): each statement is its own transaction,
     exactly as a worker that never says BEGIN would run it."""
-    db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
-    db.execute("PRAGMA synchronous = NORMAL")
+    db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    db.execute("PRAGMA synchronous = NORMAL")  # the table is in WAL mode: NORMAL is safe
     return db
-
-
-def claim_naive(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """Look first, then write. Another worker can look at the same row in between."""
-    row = db.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
-    if row is None:
-        return None, 0
-    db.execute("UPDATE jobs SET state = 'running', claimed_by = ? WHERE id = ?", (worker, row[0]))
-    return row[0], 0
-
-
-def claim_cas(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """Compare and swap: the UPDATE only takes the row if it is still queued;
-    a lost race costs one wasted round trip, then we look again."""
-    wasted = 0
-    while True:
-        row = db.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
-        if row is None:
-            return None, wasted
-        cur = db.execute(
-            "UPDATE jobs SET state = 'running', claimed_by = ? WHERE id = ? AND state = 'queued'",
-            (worker, row[0]),
-        )
-        if cur.rowcount == 1:
-            return row[0], wasted
-        wasted += 1
-
-
-def claim_atomic(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """One statement chooses the row and claims it: SQLite has one writer at a
-    time, so nobody can get in between the choice and the write."""
-    rows = db.execute(
-        "UPDATE jobs SET state = 'running', claimed_by = ? "
-        "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1) "
-        "RETURNING id",
-        (worker,),
-    ).fetchall()
-    return (rows[0][0] if rows else None), 0
 
 
 STRATEGIES: dict[str, Claim] = {"naive": claim_naive, "cas": claim_cas, "atomic": claim_atomic}
@@ -120,13 +123,12 @@ def check_size(n_jobs: object, workers: object) -> tuple[int, int]:
 
 
 def create_race_db(path: str | Path, n_jobs: int) -> None:
-    db = sqlite3.connect(str(path), isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute(RACE_TABLE)
-    db.execute("BEGIN")
-    db.executemany("INSERT INTO jobs (state) VALUES ('queued')", [()] * n_jobs)
-    db.execute("COMMIT")
-    db.close()
+    """A fresh table in WAL mode holding jobs 1 to `n_jobs`, all queued."""
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute(RACE_TABLE)
+        with db:  # every row in one transaction
+            db.executemany("INSERT INTO jobs (id) VALUES (?)", ((n,) for n in range(1, n_jobs + 1)))
 
 
 def race_worker(path: str, results: str, strategy: str, worker: str, start: mp.synchronize.Barrier) -> None:
@@ -138,11 +140,11 @@ def race_worker(path: str, results: str, strategy: str, worker: str, start: mp.s
     wasted = 0
     start.wait(timeout=120)
     while True:
-        job_id, retries = claim(db, worker)
-        wasted += retries
-        if job_id is None:
+        got, lost = claim(db, worker)
+        wasted += lost
+        if got is None:
             break
-        mine.append(job_id)
+        mine.append(got)
     finished = time.time()
     db.close()
     out = sqlite3.connect(results, isolation_level=None, timeout=60.0)
@@ -168,23 +170,23 @@ def race(strategy: str, n_jobs: int = DEFAULT_JOBS, workers: int = DEFAULT_WORKE
 
     ctx = mp.get_context("spawn")  # a fresh interpreter, as a worker on any platform gets
     start = ctx.Barrier(workers + 1)
-    procs = [
-        ctx.Process(target=race_worker, args=(str(path), str(results), strategy, f"w{i}", start))
-        for i in range(workers)
+    racers = [
+        ctx.Process(target=race_worker, args=(str(path), str(results), strategy, f"w{n}", start))
+        for n in range(workers)
     ]
-    for p in procs:
-        p.start()
+    for racer in racers:
+        racer.start()
     try:
         start.wait(timeout=120)  # every worker is connected and waiting: go
         started = time.time()
-        for p in procs:
-            p.join(timeout=600)
+        for racer in racers:
+            racer.join(timeout=600)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    failed = [p.exitcode for p in procs if p.exitcode != 0]
+        for racer in racers:
+            if racer.is_alive():
+                racer.kill()
+                racer.join()
+    failed = [racer.exitcode for racer in racers if racer.exitcode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} race worker(s) exited with codes {failed}")
     return summarize(strategy, n_jobs, results, started)

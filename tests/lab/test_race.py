@@ -24,29 +24,47 @@ def test_each_strategy_claims_every_job_once_when_alone(table, name):
     assert table.execute("SELECT COUNT(*) FROM jobs WHERE claimed_by = 'w0'").fetchone()[0] == 5
 
 
-def test_naive_claims_a_row_another_worker_already_took(table):
-    # Another worker claims job 1 between our look and our write: naive takes it anyway.
-    row = table.execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
-    table.execute("UPDATE jobs SET state = 'running', claimed_by = 'other' WHERE id = ?", row)
-    table.execute("UPDATE jobs SET state = 'running', claimed_by = 'w0' WHERE id = ?", row)
-    assert table.execute("SELECT claimed_by FROM jobs WHERE id = 1").fetchone()[0] == "w0"
+class RivalCutsIn:
+    """Our connection, except that right after our first look (a SELECT) a rival on
+    its own connection runs a whole naive claim, before our write."""
+
+    def __init__(self, db, rival_db):
+        self.db, self.rival_db = db, rival_db
+        self.rival_got = None
+
+    def execute(self, statement, params=()):
+        cursor = self.db.execute(statement, params)
+        if statement.startswith("SELECT") and self.rival_got is None:
+            rows = cursor.fetchall()
+            self.rival_got = race.claim_naive(self.rival_db, "rival")
+            return FixedRows(rows)
+        return cursor
 
 
-def test_cas_counts_a_lost_race_and_looks_again(table, monkeypatch):
-    # The first look returns a job that is already running, as if a rival got there first.
-    table.execute("UPDATE jobs SET state = 'running' WHERE id = 1")
+class FixedRows:
+    def __init__(self, rows):
+        self.rows = rows
 
-    class StaleFirstLook:
-        def __init__(self, db):
-            self.db, self.looks = db, 0
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
 
-        def execute(self, sql, params=()):
-            if sql.startswith("SELECT") and self.looks == 0:
-                self.looks += 1
-                return self.db.execute("SELECT 1")
-            return self.db.execute(sql, params)
 
-    assert race.claim_cas(StaleFirstLook(table), "w0") == (2, 1)
+@pytest.mark.parametrize(
+    ("name", "ours", "holder"),
+    [
+        pytest.param("naive", (1, 0), "w0", id="naive-takes-the-rivals-row"),
+        pytest.param("cas", (2, 1), "rival", id="cas-wastes-one-look-then-takes-the-next"),
+    ],
+)
+def test_a_rival_between_look_and_write(tmp_path, table, name, ours, holder):
+    rival_db = race.connect(tmp_path / "race.db")
+    cut_in = RivalCutsIn(table, rival_db)
+    try:
+        assert race.STRATEGIES[name](cut_in, "w0") == ours
+    finally:
+        rival_db.close()
+    assert cut_in.rival_got == (1, 0)  # the rival took job 1 during our gap
+    assert table.execute("SELECT claimed_by FROM jobs WHERE id = 1").fetchone()[0] == holder
 
 
 def test_bad_sizes_and_strategy_are_named():
