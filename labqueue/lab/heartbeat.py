@@ -1,4 +1,4 @@
-"""Notebook 06: a job longer than its lease, with and without a heartbeat.
+"""Notebook 06: work that outlasts the lease, first bare, then under a KeepAlive.
 
 Two worker threads share one job. A sampler thread reads the job's row every few
 milliseconds from its own connection, so the timeline plot shows the lease
@@ -7,9 +7,12 @@ deadline as the database held it, not as the workers believed it to be.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import pandas as pd
 
 from ..errors import InvalidArgument
 from ..keepalive import KeepAlive
-from ..queue import JobQueue
+from ..queue import Job, JobQueue
 from ..scratch import db_path
 from ..walks import Folder
 from .assets import figure_png
@@ -63,32 +66,27 @@ def _check_seconds(name: str, value: object, low: float, high: float) -> float:
     return float(value)
 
 
-class _Sampler:
-    """Reads the job's lease deadline from its own connection until stopped."""
+@contextlib.contextmanager
+def _sampling(path: Path, t0: float, run: Run) -> Iterator[None]:
+    """While the body runs, a thread with a connection of its own reads job 1 every
+    SAMPLE_SECONDS and records the lease deadline the database holds (running jobs only)."""
+    finished = threading.Event()
 
-    def __init__(self, path: Path, t0: float, run: Run) -> None:
-        self.path, self.t0, self.run = path, t0, run
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="lease-sampler", daemon=True)
-
-    def _loop(self) -> None:
-        db = sqlite3.connect(str(self.path), timeout=5.0)
-        try:
-            while not self._stop.is_set():
+    def sample() -> None:
+        with contextlib.closing(sqlite3.connect(str(path), timeout=5.0)) as db:
+            while not finished.is_set():
                 row = db.execute("SELECT visible_at, state, worker FROM jobs WHERE id = 1").fetchone()
                 if row and row[1] == "running":
-                    self.run.deadline.append((time.time() - self.t0, row[0] - self.t0, row[2]))
-                self._stop.wait(SAMPLE_SECONDS)
-        finally:
-            db.close()
+                    run.deadline.append((time.time() - t0, row[0] - t0, row[2]))
+                finished.wait(SAMPLE_SECONDS)
 
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    sampler = threading.Thread(target=sample, name="lease-sampler", daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        finished.set()
+        sampler.join()
 
 
 def scenario(
@@ -113,59 +111,50 @@ def scenario(
     with JobQueue(path, lease_seconds=lease) as q:
         q.enqueue("report", {})
     lock = threading.Lock()
-    errors: list[BaseException] = []
     horizon = work * 2 + lease + 2.0  # a safety stop; normally the job finishes long before
 
     def note(worker: str, what: str) -> None:
         with lock:
             run.events.append(Event(time.time() - t0, worker, what))
 
-    def worker(worker_id: str, start_delay: float) -> None:
-        try:
-            work_on_one_job(worker_id, start_delay)
-        except BaseException as exc:  # re-raised in the caller's thread after the join
-            errors.append(exc)
+    def next_job(wq: JobQueue, worker_id: str) -> Job | None:
+        """Poll until a claim succeeds; None once the job is finished or time is up."""
+        while time.time() - t0 < horizon:
+            claimed = wq.claim(worker_id)
+            if claimed:
+                return claimed[0]
+            (state,) = wq.db.execute("SELECT state FROM jobs WHERE id = 1").fetchone()
+            if state in ("done", "dead"):
+                return None
+            with lock:
+                run.empty_polls.setdefault(worker_id, []).append(time.time() - t0)
+            time.sleep(POLL_SECONDS)
+        return None
 
     def work_on_one_job(worker_id: str, start_delay: float) -> None:
         time.sleep(start_delay)
         with JobQueue(path, lease_seconds=lease, schema=None) as wq:  # one connection per thread
-            while time.time() - t0 < horizon:
-                jobs = wq.claim(worker_id)
-                if not jobs:
-                    state = wq.db.execute("SELECT state FROM jobs WHERE id = 1").fetchone()[0]
-                    if state in ("done", "dead"):
-                        return
-                    with lock:
-                        run.empty_polls.setdefault(worker_id, []).append(time.time() - t0)
-                    time.sleep(POLL_SECONDS)
-                    continue
-                (job,) = jobs
-                note(worker_id, f"claim (attempt {job.attempts})")
-                with lock:
-                    run.runs.append(f"{worker_id} attempt {job.attempts}")
-                if heartbeat:
-                    with KeepAlive(path, job, lease_seconds=lease, interval=interval) as hb:
-                        time.sleep(work)  # the handler's "work"
-                    run.beats = hb.beats
-                else:
-                    time.sleep(work)
-                accepted = wq.complete(job)
-                run.completes[worker_id] = accepted
-                note(worker_id, f"complete() -> {accepted}")
+            job = next_job(wq, worker_id)
+            if job is None:
                 return
+            note(worker_id, f"claim (attempt {job.attempts})")
+            with lock:
+                run.runs.append(f"{worker_id} attempt {job.attempts}")
+            guard = KeepAlive(path, job, lease_seconds=lease, interval=interval) if heartbeat else None
+            with guard or contextlib.nullcontext():
+                time.sleep(work)  # the handler's "work"
+            if guard is not None:
+                run.beats = guard.beats
+            accepted = wq.complete(job)
+            run.completes[worker_id] = accepted
+            note(worker_id, f"complete() -> {accepted}")
 
     t0 = time.time()
-    threads = [
-        threading.Thread(target=worker, args=("w1", 0.0)),
-        threading.Thread(target=worker, args=("w2", second_worker_delay)),
-    ]
-    with _Sampler(path, t0, run):
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+    starts = {"w1": 0.0, "w2": second_worker_delay}
+    with _sampling(path, t0, run), ThreadPoolExecutor(max_workers=len(starts)) as pool:
+        pending = [pool.submit(work_on_one_job, worker_id, delay) for worker_id, delay in starts.items()]
+        for future in pending:
+            future.result()  # a worker thread's exception is raised here
     run.events.sort(key=lambda e: e.t)
     return run
 
@@ -189,7 +178,7 @@ def lost_lease(
     ):
         q.enqueue("report", {})
         t0 = time.time()
-        with _Sampler(path, t0, run):
+        with _sampling(path, t0, run):
             (job,) = q.claim("w1")
             run.events.append(Event(time.time() - t0, "w1", f"claim (attempt {job.attempts})"))
             run.runs.append(f"w1 attempt {job.attempts}")
