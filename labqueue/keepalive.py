@@ -1,4 +1,5 @@
-"""Extend a job's lease from a background thread while its handler works."""
+"""KeepAlive: a background thread that keeps renewing one job's lease while its
+handler is busy, so a short lease can still cover long work."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from .queue import Clock, Job, JobQueue
 
 
 class KeepAlive:
-    """``with KeepAlive(path, job, lease_seconds=30) as hb:`` around slow work.
+    """Wrap the slow part of a handler:
+    ``with KeepAlive(db_file, job, lease_seconds=q.lease_seconds) as hb: ...``.
 
-    Every `interval` (a third of the lease by default) the thread sends a fenced
-    heartbeat. When one is refused, the lease belongs to someone else: `lost` is
-    set and the thread stops, so the handler can check `hb.lost` and give up."""
+    Every `interval` (a third of the lease unless given) the thread sends a fenced
+    heartbeat. When one is refused, someone else holds the job now: `lost` is set
+    and the thread ends, and the handler can look at `hb.lost` between its steps
+    and give up. `beats` counts the accepted heartbeats."""
 
     def __init__(
         self,
@@ -27,22 +30,20 @@ class KeepAlive:
     ) -> None:
         if interval is not None and interval <= 0:
             raise ValueError(f"interval must be more than zero, got {interval!r}")
-        self.path = path
-        self.job = job
-        self.lease_seconds = lease_seconds
-        self.interval = interval or lease_seconds / 3
-        self.clock = clock
+        self.job, self.path = job, path
+        self.lease_seconds, self.clock = lease_seconds, clock
+        self.interval = lease_seconds / 3 if interval is None else interval
         self.beats = 0
         self.lost = threading.Event()
+        self._halt = threading.Event()
         self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"keepalive-{job.id}", daemon=True)
+        self._thread = threading.Thread(name=f"keepalive-{job.id}", daemon=True, target=self._run)
 
     def _run(self) -> None:
-        # A sqlite3 connection belongs to the thread that opened it: open our own.
+        # A sqlite3 connection belongs to the thread that opened it, so this thread opens its own.
         try:
             with JobQueue(self.path, lease_seconds=self.lease_seconds, clock=self.clock, schema=None) as q:
-                while not self._stop.wait(self.interval):
+                while not self._halt.wait(self.interval):  # wakes early, with True, when stopped
                     if not q.heartbeat(self.job):
                         self.lost.set()
                         return
@@ -56,7 +57,7 @@ class KeepAlive:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         if self._thread.is_alive():
             self._thread.join()
 
