@@ -24,12 +24,14 @@ Handler = Callable[[Job, JobQueue], "Effect | None"]
 
 HANDLERS: dict[str, Handler] = {}
 
+# One row per accepted completion, so a run can count how often each job's effect landed.
 LEDGER_TABLE = """
 CREATE TABLE IF NOT EXISTS ledger (
-    job_id  INTEGER NOT NULL,
-    attempt INTEGER NOT NULL
+    job_id  INTEGER NOT NULL,  -- the job that finished
+    attempt INTEGER NOT NULL   -- the attempt whose completion was accepted
 )
 """
+LEDGER_INSERT = "INSERT INTO ledger (job_id, attempt) VALUES (?, ?)"
 
 
 def handler(kind: str) -> Callable[[Handler], Handler]:
@@ -56,9 +58,10 @@ def load_module(name: str) -> list[str]:
 
 def ledger_effect(job: Job) -> Effect:
     """Record which attempt's result was accepted: one ledger row per finished job."""
+    entry = (job.id, job.attempts)
 
     def effect(db: sqlite3.Connection) -> None:
-        db.execute("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", (job.id, job.attempts))
+        db.execute(LEDGER_INSERT, entry)
 
     return effect
 
@@ -71,9 +74,11 @@ def noop(job: Job, q: JobQueue) -> None:
 @handler("report")
 def report(job: Job, q: JobQueue) -> None:
     """Builds a "report". With stall_first_attempt, attempt 1 hangs so a lab can kill it."""
-    if job.payload.get("stall_first_attempt") and job.attempts == 1:
-        time.sleep(float(job.payload.get("stall_seconds", 60)))
-    time.sleep(float(job.payload.get("work_seconds", 0.2)))
+    options = job.payload
+    hang = job.attempts == 1 and bool(options.get("stall_first_attempt"))
+    if hang:  # long enough for the crash lab to kill this process mid-job
+        time.sleep(float(options.get("stall_seconds", 60)))
+    time.sleep(float(options.get("work_seconds", 0.2)))
 
 
 @handler("poison")
@@ -85,7 +90,7 @@ def poison(job: Job, q: JobQueue) -> None:
 @handler("credit")
 def credit(job: Job, q: JobQueue) -> Effect:
     """A ledger credit. The first attempt of every 20th job times out once; the retry absorbs it."""
-    if job.attempts == 1 and job.id % 20 == 0:
+    if job.id % 20 == 0 and job.attempts == 1:
         raise TimeoutError("upstream timed out")
     time.sleep(0.02)
     return ledger_effect(job)
@@ -93,8 +98,9 @@ def credit(job: Job, q: JobQueue) -> Effect:
 
 @handler("slow")
 def slow(job: Job, q: JobQueue) -> Effect:
-    """Stalls 2 s on attempt 1, far past a short lease; later attempts are quick."""
-    time.sleep(2.0 if job.attempts == 1 else 0.1)
+    """Attempt 1 sleeps 2 s, past the chaos run's 0.8 s lease: a free worker may take the
+    job over, and then the stale completion must be refused. Later attempts take 0.1 s."""
+    time.sleep(0.1 if job.attempts > 1 else 2.0)
     return ledger_effect(job)
 
 
