@@ -16,6 +16,7 @@ JSON (data/bench_results.json by default); `plot_comparison` draws them.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -589,6 +590,15 @@ def plot_comparison(results: dict[str, Any], ax: Any = None) -> Any:
 # -- command line ----------------------------------------------------------------------------------
 
 
+# The module each peer library is imported as; labqueue's own loops need nothing extra.
+PEER_MODULES = {"huey": "huey", "litequeue": "litequeue", "persist_queue": "persistqueue"}
+
+
+def missing_peers(keys: Sequence[str]) -> list[str]:
+    """The contenders in `keys` whose library cannot be imported here."""
+    return [k for k in keys if k in PEER_MODULES and importlib.util.find_spec(PEER_MODULES[k]) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labqueue.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test, not a measurement")
@@ -609,6 +619,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidArgument as exc:
         parser.error(str(exc))
     keys = list(CONTENDERS) if not args.only else list(dict.fromkeys([BASELINE, *args.only]))
+    missing = missing_peers(keys)
+    if missing:
+        parser.error(
+            f"{', '.join(missing)} not installed: `python tasks.py bench` installs the peers, "
+            'or `pip install -e ".[bench]"`; --only races a subset'
+        )
     results = run_bench(
         sizes, keys, progress=lambda line: print(line, file=sys.stderr, flush=True), quick=args.quick
     )

@@ -154,3 +154,15 @@ def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsy
     assert {r["contender"] for r in results["profile"]} >= {"worker_loop", "tutorial"}
     assert "targets:" in capsys.readouterr().out
     assert bench.load_results(out) == results
+
+
+def test_a_missing_peer_library_is_named_before_anything_runs(monkeypatch, capsys):
+    real = bench.importlib.util.find_spec
+    monkeypatch.setattr(
+        bench.importlib.util, "find_spec", lambda name: None if name == "huey" else real(name)
+    )
+    assert bench.missing_peers(["worker_loop", "tutorial", "huey", "litequeue"]) == ["huey"]
+    with pytest.raises(SystemExit) as exited:
+        bench.main(["--quick"])
+    assert exited.value.code == 2
+    assert "huey not installed" in capsys.readouterr().err
