@@ -7,6 +7,7 @@ plan of every statement in labqueue.sql.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 import sqlite3
@@ -21,7 +22,7 @@ import pandas as pd
 from .. import sql
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import JobQueue
+from ..queue import Job, JobQueue
 from ..scratch import db_path
 from ..walks import Folder
 from .assets import data_file, figure_png
@@ -32,6 +33,13 @@ CHUNK = 20_000
 TUTORIAL_CSV = "claim_index_tutorial.csv"
 
 PLAIN_INDEX = "CREATE INDEX jobs_plain ON jobs (visible_at, id)"
+# Seeding only: nothing else is open, and a lost seed is simply made again.
+BULK_LOAD = "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;"
+SEED_DONE = """
+INSERT INTO jobs (state, attempts, visible_at, created_at, finished_at, kind, payload)
+VALUES ('done', 1, ?1, ?1, ?1, 'email', '{}')
+"""
+SEED_QUEUED = "INSERT INTO jobs (visible_at, created_at, kind, payload) VALUES (?1, ?1, 'email', '{}')"
 
 
 @dataclass(frozen=True)
@@ -69,23 +77,16 @@ def seed(path: Path, n_done: int, n_queued: int = N_QUEUED, *, progress: bool = 
     started = time.perf_counter()
     db = sqlite3.connect(str(path), isolation_level=None)
     try:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = OFF")
-        db.executescript(sql.TABLE)
+        db.executescript(BULK_LOAD + sql.TABLE)
         db.execute("BEGIN")
         with tqdm(total=n_done + n_queued, desc="seeding jobs", unit="row", disable=not progress) as bar:
-            for start in range(0, n_done, CHUNK):
-                stop = min(start + CHUNK, n_done)
-                db.executemany(
-                    "INSERT INTO jobs (kind, payload, state, attempts, visible_at, created_at, finished_at) "
-                    "VALUES ('email', '{}', 'done', 1, ?1, ?1, ?1)",
-                    ((BASE + i * 0.5,) for i in range(start, stop)),
-                )
-                bar.update(stop - start)
-            db.executemany(
-                "INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('email', '{}', ?1, ?1)",
-                ((BASE + n_done * 0.5 + i,) for i in range(n_queued)),
-            )
+            # Finished jobs first, half a second apart, so they all sort before the queued ones.
+            for first in range(0, n_done, CHUNK):
+                last = min(first + CHUNK, n_done)
+                db.executemany(SEED_DONE, ((BASE + k / 2,) for k in range(first, last)))
+                bar.update(last - first)
+            ready_from = BASE + n_done / 2
+            db.executemany(SEED_QUEUED, ((ready_from + k,) for k in range(n_queued)))
             bar.update(n_queued)
         db.execute("COMMIT")
     finally:
@@ -149,6 +150,15 @@ class Measurement:
         return statistics.median(self.claims_ms)
 
 
+def _timed_claim(q: JobQueue) -> tuple[Job, float]:
+    """One claim of one job, and how long it took in milliseconds."""
+    before = time.perf_counter_ns()
+    claimed = q.claim("bench")
+    took_ms = (time.perf_counter_ns() - before) / 1e6
+    (job,) = claimed
+    return job, took_ms
+
+
 def _subselect(statement: str) -> str:
     """The SELECT inside CLAIM's IN (...): the part that finds the job."""
     return statement[statement.index("(SELECT") + 1 : statement.rindex(")")]
@@ -177,15 +187,14 @@ def measure(
                     db.executescript(setup.create)
                 claim_plan = plan(db, _subselect(sql.CLAIM))
                 retire_plan = plan(db, sql.RETIRE_EXHAUSTED)
-                ms = []
-                with JobQueue(path, schema=None, clock=FakeClock(now), lease_seconds=30) as q:
+                timings = []
+                with JobQueue(path, lease_seconds=30, clock=FakeClock(now), schema=None) as q:
                     for _ in range(setup.claims):
-                        started = time.perf_counter()
-                        (job,) = q.claim("bench")
-                        ms.append((time.perf_counter() - started) * 1000)
-                        q.complete(job)
+                        job, took_ms = _timed_claim(q)
+                        timings.append(took_ms)
+                        q.complete(job)  # so the next claim times a fresh job, not an empty queue
                         bar.update()
-                results.append(Measurement(setup.label, claim_plan, retire_plan, ms))
+                results.append(Measurement(setup.label, claim_plan, retire_plan, timings))
                 if setup.create == PLAIN_INDEX:
                     db.execute("DROP INDEX jobs_plain")
     finally:
@@ -263,42 +272,47 @@ def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
 # -- two more facts from the same step -----------------------------------------------
 
 
+MARK_UP_TO = "UPDATE jobs SET worker = 'first' WHERE id <= ? RETURNING id"
+PROBE_WRITE = "UPDATE jobs SET worker = 'second' WHERE id = ?"
+
+
 def returning_holds_the_lock(folder: Folder = None, busy_timeout: float = 0.2) -> list[tuple[str, bool]]:
-    """An UPDATE ... RETURNING that has handed back only some of its rows has not
-    finished, so its implicit transaction still holds the write lock. Returns
-    (situation, could a second connection write) for three situations."""
+    """In autocommit mode a statement's implicit transaction lasts until the statement
+    is done, and a RETURNING statement is not done while rows remain unread: until
+    then it keeps the write lock. Returns (situation, could a second connection write)
+    for three situations."""
     path = db_path("claim_index_returning", folder)
-    outcome = []
-    with JobQueue(path) as q:
+    with (
+        JobQueue(path) as q,
+        contextlib.closing(sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)) as other,
+    ):
         q.enqueue_many("t", [{}] * 5)
-        other = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
-        try:
 
-            def other_can_write() -> bool:
-                try:
-                    other.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id = 5")
-                    return True
-                except sqlite3.OperationalError:
-                    return False
+        def other_can_write() -> bool:
+            try:
+                other.execute(PROBE_WRITE, (5,))
+            except sqlite3.OperationalError:  # "database is locked" after busy_timeout
+                return False
+            return True
 
-            cur = q.db.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id <= 3 RETURNING id")
-            cur.fetchone()
-            outcome.append(("after fetchone() on a 3-row RETURNING", other_can_write()))
-            cur.fetchall()
-            outcome.append(("after fetchall() on the same cursor", other_can_write()))
-            cur = q.db.execute("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1 RETURNING id")
-            cur.fetchone()
-            outcome.append(("after fetchone() on a 1-row RETURNING", other_can_write()))
-        finally:
-            other.close()
-    return outcome
+        three_rows = q.db.execute(MARK_UP_TO, (3,))
+        three_rows.fetchone()
+        partly_read = other_can_write()
+        three_rows.fetchall()
+        drained = other_can_write()
+        q.db.execute(MARK_UP_TO, (1,)).fetchone()
+        single = other_can_write()
+    return [
+        ("after fetchone() on a 3-row RETURNING", partly_read),
+        ("after fetchall() on the same cursor", drained),
+        ("after fetchone() on a 1-row RETURNING", single),
+    ]
 
 
 def retire_plan_with_ready_index_only(folder: Folder = None) -> str:
     """The retire statement's plan when jobs_ready is the only index: the reason jobs_exhausted exists."""
-    ready_only = sql.TABLE + (
-        "CREATE INDEX jobs_ready ON jobs (visible_at, id) WHERE state IN ('queued', 'running');"
-    )
+    (ready_index,) = [text for text in sql.INDEXES.split(";") if "jobs_ready" in text]
+    ready_only = sql.TABLE + ready_index + ";"
     with JobQueue(db_path("claim_index_ready_only", folder), schema=ready_only) as q:
         return plan(q.db, sql.RETIRE_EXHAUSTED)
 

@@ -16,13 +16,12 @@ def test_seed_writes_done_rows_older_than_the_queued_ones(tmp_path):
     path = tmp_path / "seed.db"
     claim_index.seed(path, 500, 20, progress=False)
     db = sqlite3.connect(path)
-    counts = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
-    newest_done = db.execute("SELECT MAX(visible_at) FROM jobs WHERE state = 'done'").fetchone()[0]
-    oldest_queued = db.execute("SELECT MIN(visible_at) FROM jobs WHERE state = 'queued'").fetchone()[0]
-    latest = db.execute("SELECT MAX(visible_at) FROM jobs").fetchone()[0]
+    per_state = "SELECT state, COUNT(*), MIN(visible_at), MAX(visible_at) FROM jobs GROUP BY state"
+    spans = {state: (n, first, last) for state, n, first, last in db.execute(per_state)}
     db.close()
-    assert counts == {"done": 500, "queued": 20}
-    assert newest_done < oldest_queued and latest < claim_index.now_after(500, 20)
+    assert {state: n for state, (n, _, _) in spans.items()} == {"done": 500, "queued": 20}
+    assert spans["done"][2] < spans["queued"][1], "every done row is older than every queued one"
+    assert max(last for _, _, last in spans.values()) < claim_index.now_after(500, 20)
 
 
 @pytest.mark.parametrize("n_done", [-1, 1.5, True, "10"])
