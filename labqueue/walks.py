@@ -191,6 +191,12 @@ def credits(q: JobQueue, user: str = "ada") -> int:
     return q.db.execute(balance, (user,)).fetchone()[0]
 
 
+def grant_queue(name: str, folder: Folder = None) -> tuple[JobQueue, FakeClock]:
+    """A fresh queue at t=0 with an empty accounts table and one job granting ada 10 credits."""
+    s = _grant_scene(name, folder)
+    return s.q, s.clock
+
+
 def _grant_scene(name: str, folder: Folder) -> Scene:
     s = _scene(name, folder)
     s.q.db.execute(ACCOUNTS_TABLE)

@@ -18,14 +18,15 @@ from ..errors import InvalidArgument
 from ..handlers import LEDGER_TABLE, ledger_effect
 from ..queue import Effect, Job, JobQueue
 from ..scratch import db_path
-from ..walks import Folder, add_credits, credits
+from ..walks import ADA_GRANT, LEASE, Folder, add_credits, credits, grant_queue
+from ..worker import error_text
 from .assets import figure_png
 
 Design = Literal["separate", "together"]
 DESIGNS: tuple[Design, ...] = ("separate", "together")
-LEASE_SECONDS = 30.0
+LEASE_SECONDS = LEASE  # the walks' queue: a 30 s lease, one grant of ADA_GRANT's credits
 WORKER_B_POLLS_AT = 31.0  # as in the course's timeline: worker-b looks for work at t=31
-GRANT = 10
+GRANT = ADA_GRANT["credits"]
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,6 @@ class Step:
     action: str
     result: str
     credits: int
-
-
-def _grant_queue(name: str, folder: Folder) -> tuple[JobQueue, FakeClock]:
-    clock = FakeClock(0.0)
-    q = JobQueue(db_path(name, folder), lease_seconds=LEASE_SECONDS, clock=clock)
-    q.db.execute("CREATE TABLE accounts (user TEXT PRIMARY KEY, credits INTEGER NOT NULL)")
-    q.enqueue("grant", {"user": "ada", "credits": GRANT})
-    return q, clock
 
 
 def _finish(q: JobQueue, job: Job, design: Design) -> list[tuple[str, str]]:
@@ -63,7 +56,7 @@ def replay(design: Design, stall_seconds: float = 40.0, folder: Folder = None) -
     ok = isinstance(stall_seconds, (int, float)) and not isinstance(stall_seconds, bool)
     if not ok or not 0 < stall_seconds < 1000:
         raise InvalidArgument(f"stall_seconds must be a number between 0 and 1000, got {stall_seconds!r}")
-    q, clock = _grant_queue(f"effects_{design}", folder)
+    q, clock = grant_queue(f"effects_{design}", folder)
     steps: list[Step] = [Step(0.0, "-", "before", "", credits(q))]
 
     def record(worker: str, outcomes: list[tuple[str, str]]) -> None:
@@ -170,8 +163,8 @@ def effect_that_raises(folder: Folder = None) -> dict[str, object]:
             q.complete(job, effect=failing_ledger_effect(job))
             raised = "nothing"
         except LedgerClosed as exc:
-            raised = f"{type(exc).__name__}: {exc}"
-        ledger_rows = q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
+            raised = error_text(exc)
+        ledger_rows = q.db.execute("SELECT COUNT(*) AS n FROM ledger").fetchone()["n"]
         during = _job_state(q, job.id)
         print("complete(effect) raised:", raised)
         print("ledger rows:", ledger_rows)
