@@ -13,6 +13,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
 from ..scratch import db_path
+from ..walks import ONE_ROW
 
 LEASE = 30.0
 START = 1000.0
@@ -33,10 +34,9 @@ class Snapshot:
     token: str | None
 
 
-def snapshot(q: JobQueue, step: str, result: object = "") -> Snapshot:
-    r = q.db.execute(
-        "SELECT state, attempts, visible_at, worker, lease_token FROM jobs WHERE id = 1"
-    ).fetchone()
+def snapshot(q: JobQueue, step: str, result: object = "", job_id: int = 1) -> Snapshot:
+    r = q.db.execute(ONE_ROW, (job_id,)).fetchone()
+    token = r["lease_token"]
     return Snapshot(
         t=q.clock(),
         step=step,
@@ -45,7 +45,7 @@ def snapshot(q: JobQueue, step: str, result: object = "") -> Snapshot:
         attempts=r["attempts"],
         visible_at=r["visible_at"],
         worker=r["worker"],
-        token=r["lease_token"][:8] if r["lease_token"] else None,
+        token=token[:8] if token else None,
     )
 
 
@@ -55,15 +55,20 @@ def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
     with JobQueue(db_path("leases_trace", folder), lease_seconds=LEASE, clock=clock) as q:
         q.enqueue("email", {"to": "ada@example.com"})
         trace = [snapshot(q, "enqueue")]
-        (a,) = q.claim("worker-a")
-        trace.append(snapshot(q, "worker-a claims", f"attempt {a.attempts}"))
-        clock.now = 1010
-        trace.append(snapshot(q, "worker-b claims", q.claim("worker-b")))
-        clock.now = 1031
-        (b,) = q.claim("worker-b")
-        trace.append(snapshot(q, "worker-b claims", f"attempt {b.attempts}"))
-        trace.append(snapshot(q, "worker-a completes", q.complete(a)))
-        trace.append(snapshot(q, "worker-b completes", q.complete(b)))
+
+        def attempt_by(worker: str) -> Job:
+            (job,) = q.claim(worker)
+            trace.append(snapshot(q, f"{worker} claims", f"attempt {job.attempts}"))
+            return job
+
+        holders = {"worker-a": attempt_by("worker-a")}
+        clock.now = START + 10  # inside worker-a's lease: the claim hands out nothing
+        too_early = q.claim("worker-b")
+        trace.append(snapshot(q, "worker-b claims", too_early))
+        clock.now = START + LEASE + 1  # a second after the lease ended
+        holders["worker-b"] = attempt_by("worker-b")
+        for worker, job in holders.items():  # worker-a's late report first, then worker-b's
+            trace.append(snapshot(q, f"{worker} completes", q.complete(job)))
     return trace
 
 
