@@ -16,7 +16,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
 from ..scratch import db_path
-from ..walks import unfenced_fail
+from ..walks import ONE_ROW, unfenced_fail
 from .assets import data_file, figure_png
 
 LEASE = 30.0
@@ -25,12 +25,12 @@ DATA_FILE = "zombie_workers_tutorial.txt"
 REPORTS = ("fail", "complete")
 
 
+UNFENCED_COMPLETE = "UPDATE jobs SET lease_token = NULL, finished_at = :now, state = 'done' WHERE id = :id"
+
+
 def unfenced_complete(q: JobQueue, job: Job) -> None:
     """The same bug for a success: mark the job done by its id alone."""
-    q.db.execute(
-        "UPDATE jobs SET state = 'done', finished_at = ?, lease_token = NULL WHERE id = ?",
-        (q.clock(), job.id),
-    )
+    q.db.execute(UNFENCED_COMPLETE, {"now": q.clock(), "id": job.id})
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def scenario(
             out.events.append(Event(clock.now, "worker-c", "complete", q.complete(got[0])))
         else:
             out.events.append(Event(clock.now, "worker-c", "claim (nothing)", False))
-        row = q.db.execute("SELECT state, attempts FROM jobs WHERE id = 1").fetchone()
+        row = q.db.execute(ONE_ROW, (1,)).fetchone()
         out.state, out.attempts = row["state"], row["attempts"]
     return out
 
