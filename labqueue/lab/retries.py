@@ -7,6 +7,7 @@ processes; the design that never stops is simulated on a fake clock.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from ..errors import InvalidArgument
 from ..procs import kill_tree, start_worker
 from ..queue import JobQueue
 from ..scratch import db_path
-from ..walks import Folder
+from ..walks import ONE_ROW, Folder
 from .assets import figure_png
 
 # -- full jitter ---------------------------------------------------------------------
@@ -182,12 +183,16 @@ def poison_rounds(
 
 # -- the design that never stops, on a fake clock ------------------------------------
 
-# The broken design: a claim that does not count the attempt (fail() would, but a
-# worker that dies never calls it). Kept here, not in labqueue.sql, on purpose.
+# The broken design: a claim that leaves `attempts` alone (only fail() would count, and
+# a worker that dies never calls it). Kept here, not in labqueue.sql, on purpose.
 UNCOUNTED_CLAIM = """
-UPDATE jobs SET state = 'running', visible_at = ?, lease_token = 'x'
- WHERE state IN ('queued', 'running') AND visible_at <= ?
+UPDATE jobs
+   SET lease_token = 'uncounted', visible_at = :lease_end, state = 'running'
+ WHERE visible_at <= :now AND state IN ('queued', 'running')
 """
+UNCOUNTED_LINE = (
+    "handed out {handed} times in {rounds} rounds, state={state} attempts={attempts}: it would never stop"
+)
 
 
 def uncounted_crash_loop(
@@ -197,21 +202,18 @@ def uncounted_crash_loop(
     total of hand-outs after each round, and prints the tutorial's summary line."""
     rounds = _whole("rounds", rounds, 1, 10_000)
     clock = FakeClock(0.0)
-    totals: list[int] = []
+    per_round: list[int] = []
     with JobQueue(
         db_path("poison_uncounted", folder), lease_seconds=lease, max_attempts=max_attempts, clock=clock
     ) as q:
         q.enqueue("poison", {})
-        handed_out = 0
         for _ in range(rounds):
-            handed_out += q.db.execute(UNCOUNTED_CLAIM, (clock.now + lease, clock.now)).rowcount
-            totals.append(handed_out)
-            clock.advance(lease * 1.5)  # the worker died, nothing called fail(); the lease runs out
-        r = q.db.execute("SELECT state, attempts FROM jobs").fetchone()
-    print(
-        f"handed out {handed_out} times in {rounds} rounds, state={r['state']} attempts={r['attempts']}: "
-        "it would never stop"
-    )
+            claimed = q.db.execute(UNCOUNTED_CLAIM, {"lease_end": clock.now + lease, "now": clock.now})
+            per_round.append(claimed.rowcount)
+            clock.advance(lease * 1.5)  # the worker died and nothing called fail(): the lease runs out
+        final = dict(q.db.execute(ONE_ROW, (1,)).fetchone())
+    totals = list(itertools.accumulate(per_round))
+    print(UNCOUNTED_LINE.format(handed=totals[-1], rounds=rounds, **final))
     return totals
 
 
