@@ -1,5 +1,5 @@
-"""Notebook 03: kill a real worker in the middle of a job and watch the lease hand
-the job to a second worker.
+"""Notebook 03: a real worker is killed mid-job, and the lease passes its job on to
+a second worker once it runs out.
 
 Both workers are ordinary ``python -m labqueue.worker`` processes. What happened is
 read back from the jobs table: ``visible_at - lease`` is when each claim was made
@@ -72,20 +72,21 @@ class Watcher:
     """Reads the job's row on its own connection and keeps every change."""
 
     def __init__(self, path: Path, run: CrashRun) -> None:
-        self.db = sqlite3.connect(str(path), timeout=30.0)
-        self.db.row_factory = sqlite3.Row
         self.run = run
         self.last: tuple | None = None
         self.deadlines: dict[int, float] = {}  # attempt -> visible_at of that claim
+        db = sqlite3.connect(str(path), timeout=30.0)  # its own connection: it only reads
+        db.row_factory = sqlite3.Row
+        self.db = db
 
     def look(self) -> sqlite3.Row:
         r = self.db.execute(ROW).fetchone()
-        snap = (r["state"], r["attempts"], r["worker"])
         if r["state"] == "running":
             self.deadlines[r["attempts"]] = r["visible_at"]
-        if snap != self.last:
-            self.last = snap
-            self.run.observations.append(Observation(round(time.time() - self.run.started, 3), *snap))
+        seen = (r["state"], r["attempts"], r["worker"])
+        if seen != self.last:  # keep changes only: one observation per new (state, attempts, worker)
+            self.last = seen
+            self.run.observations.append(Observation(round(time.time() - self.run.started, 3), *seen))
         return r
 
     def until(self, done, timeout: float, what: str) -> sqlite3.Row:

@@ -80,15 +80,16 @@ def read_counts(q: JobQueue) -> tuple[dict[str, Any], dict[str, int]]:
     return stats, truth
 
 
+JOB_COLUMNS = ["id", "kind", "state", "attempts", "max_attempts", "visible_at", "worker", "last_error"]
+
+
 def jobs_table(q: JobQueue) -> Any:
     """Every job with its state and when it is next visible, relative to the queue's clock."""
     import pandas as pd
 
     now = q.clock()
-    rows = q.db.execute(
-        "SELECT id, kind, state, attempts, max_attempts, visible_at, worker, last_error FROM jobs ORDER BY id"
-    ).fetchall()
-    table = pd.DataFrame([dict(r) for r in rows])
+    rows = q.db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+    table = pd.DataFrame([dict(r) for r in rows], columns=JOB_COLUMNS)
     table["visible_in_s"] = (table.pop("visible_at") - now).round(1)
     live = table["state"].isin(["queued", "running"])
     table.loc[~live, "visible_in_s"] = None
@@ -242,7 +243,7 @@ class Dashboard:
 
     def total_jobs(self) -> int:
         with self._open(self.clock()) as q:
-            return q.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+            return q.db.execute("SELECT COUNT(*) AS total FROM jobs").fetchone()["total"]
 
     def run_until_drained(self, timeout: float = 120.0, progress: bool = True) -> Sample:
         """Start the workers and sample every `interval` until no job is queued or running.
