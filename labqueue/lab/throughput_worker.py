@@ -44,13 +44,12 @@ def wait_for_go(go_file: Path, timeout: float = GO_TIMEOUT_SECONDS) -> None:
 
 
 def drain(q: JobQueue, worker: str, per_claim: int) -> int:
-    """The measured loop, as bare as the tutorial's: claim a batch, complete each job."""
-    done = 0
-    while jobs := q.claim(worker, limit=per_claim):
-        for job in jobs:
-            q.complete(job)
-            done += 1
-    return done
+    """The measured loop, with nothing else in it: claim up to `per_claim` jobs, complete
+    each one, and stop at the first empty claim. Returns how many completions were accepted."""
+    finished = 0
+    while batch := q.claim(worker, limit=per_claim):
+        finished += sum(q.complete(job) for job in batch)
+    return finished
 
 
 def run_once(worker: str, db: str, per_claim: int, synchronous: str, go_file: str) -> int:
