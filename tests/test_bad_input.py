@@ -23,7 +23,7 @@ from labqueue.versions import require_returning
 
 
 def count(q: JobQueue) -> int:
-    return q.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+    return q.db.execute("SELECT COUNT(id) FROM jobs").fetchone()[0]
 
 
 def test_payload_that_is_not_json_names_the_type_and_writes_nothing(q):
@@ -130,7 +130,7 @@ def test_a_file_that_is_not_sqlite_is_left_byte_for_byte_untouched(tmp_path):
 def test_a_foreign_jobs_table_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "app.db"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, title TEXT)")
+    db.execute("CREATE TABLE jobs (title TEXT, id INTEGER PRIMARY KEY)")
     db.execute("INSERT INTO jobs (title) VALUES ('plumber')")
     db.commit()
     db.close()

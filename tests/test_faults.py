@@ -19,7 +19,7 @@ from labqueue import (
     start_worker,
 )
 from labqueue import worker as worker_loop
-from labqueue.handlers import LEDGER_TABLE
+from labqueue.handlers import LEDGER_INSERT, LEDGER_TABLE
 from labqueue.procs import kill_tree
 
 LEASE = 30.0
@@ -41,10 +41,16 @@ def make_room(q: JobQueue, pages: int) -> None:
 
 
 def big_ledger_effect(job_id: int):
+    """A ledger row with a 20 kB value: on a capped file it needs pages there are none of."""
+
     def effect(db: sqlite3.Connection) -> None:
-        db.execute("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", (job_id, "x" * 20_000))
+        db.execute(LEDGER_INSERT, (job_id, "x" * 20_000))
 
     return effect
+
+
+def ledger_rows(q: JobQueue) -> int:
+    return q.db.execute("SELECT COUNT(job_id) FROM ledger").fetchone()[0]
 
 
 # -- the disk fills up ---------------------------------------------------------------
@@ -83,10 +89,10 @@ def test_complete_on_a_full_disk_keeps_the_job_with_its_token(q):
         q.complete(job, effect=big_ledger_effect(job.id))
     row = q.db.execute("SELECT state, lease_token FROM jobs WHERE id = ?", (job.id,)).fetchone()
     assert (row["state"], row["lease_token"]) == ("running", job.lease_token)
-    assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 0
+    assert ledger_rows(q) == 0
     make_room(q, pages)
     assert q.complete(job, effect=big_ledger_effect(job.id)) is True
-    assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 1
+    assert ledger_rows(q) == 1
 
 
 # -- another connection holds the write lock --------------------------------------------
@@ -159,7 +165,7 @@ def test_a_foreign_jobs_table_is_refused_and_the_file_untouched(tmp_path, journa
     path = tmp_path / "crm.db"
     db = sqlite3.connect(path)
     db.execute(f"PRAGMA journal_mode = {journal_mode}")
-    db.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, title TEXT, salary REAL)")
+    db.execute("CREATE TABLE jobs (title TEXT, salary REAL, id INTEGER PRIMARY KEY)")
     db.execute("INSERT INTO jobs (title, salary) VALUES ('welder', 41000)")
     db.commit()
     db.close()
@@ -183,7 +189,7 @@ def test_a_forward_step_ends_leases_early_and_the_fence_holds(make_queue, clock)
     assert q.heartbeat(first) is False
     assert q.complete(first, effect=big_ledger_effect(first.id)) is False
     assert q.complete(second, effect=big_ledger_effect(second.id)) is True
-    assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 1
+    assert ledger_rows(q) == 1
 
 
 def test_a_forward_step_brings_delayed_jobs_forward(make_queue, clock):
@@ -207,12 +213,12 @@ def test_a_backward_step_stretches_leases_by_the_step(make_queue, clock):
 
 def test_after_a_backward_step_the_holder_keeps_its_job(make_queue, clock):
     q = make_queue(lease_seconds=LEASE)
-    q.enqueue("report", {})
-    job = q.claim("w1")[0]
+    q.enqueue("nightly", {})
+    job = q.claim("holder")[0]
     clock.advance(-3600)
     assert q.heartbeat(job) is True  # renewed from the clock's reading: LEASE from now
-    lease_end = q.db.execute("SELECT visible_at FROM jobs WHERE id = ?", (job.id,)).fetchone()[0]
-    assert lease_end == clock.now + LEASE
+    left = "SELECT visible_at - ? AS left_s FROM jobs WHERE id = ?"
+    assert q.db.execute(left, (clock.now, job.id)).fetchone()["left_s"] == LEASE
     assert q.complete(job) is True
 
 
@@ -239,7 +245,7 @@ def marker_module(tmp_path, monkeypatch) -> Path:
 
 def assert_dead_as_unknown(path: Path) -> None:
     with JobQueue(path) as q:
-        rows = q.db.execute("SELECT kind, state, attempts, last_error FROM jobs ORDER BY id").fetchall()
+        rows = q.db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
     assert [row["kind"] for row in rows] == ROW_KINDS
     for row in rows:
         assert (row["state"], row["attempts"]) == ("dead", 1)
