@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -30,21 +31,24 @@ def wait_for(predicate, timeout=30.0, every=0.02):
     raise AssertionError(f"gave up after {timeout} s waiting for {predicate}")
 
 
+JOB_BY_ID = "SELECT * FROM jobs WHERE id = ?"
+
+
 def job_row(q, job_id=1):
-    return q.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return q.db.execute(JOB_BY_ID, (job_id,)).fetchone()
 
 
-def claim_everything(path, name, start_at, out):
-    q = JobQueue(path, lease_seconds=600)
-    mine = []
-    while time.time() < start_at:
-        time.sleep(0.001)
-    while jobs := q.claim(name, limit=1 + len(mine) % 3):
-        for job in jobs:
-            assert q.complete(job)
-            mine.append(job.id)
-    q.close()
-    out.put(mine)
+def claim_everything(path, name, start, out):
+    """Connect, wait at the barrier with the others, then claim batches of 1 to 3 and
+    complete them until the queue is empty. Sends back the ids it finished."""
+    with JobQueue(path, lease_seconds=600) as q:
+        start.wait(120)
+        finished = []
+        while batch := q.claim(name, limit=1 + len(finished) % 3):
+            for job in batch:
+                assert q.complete(job)
+                finished.append(job.id)
+    out.put(finished)
 
 
 def test_eight_processes_claim_2000_jobs_with_no_duplicate_and_none_missed(tmp_path):
@@ -53,20 +57,19 @@ def test_eight_processes_claim_2000_jobs_with_no_duplicate_and_none_missed(tmp_p
         q.enqueue_many("t", [{}] * 2000)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    start_at = time.time() + 1.5
-    procs = [ctx.Process(target=claim_everything, args=(path, f"w{i}", start_at, out)) for i in range(8)]
-    for p in procs:
-        p.start()
-    claimed = [job_id for _ in procs for job_id in out.get(timeout=120)]
-    for p in procs:
-        p.join(30)
+    start = ctx.Barrier(8 + 1)
+    racers = [ctx.Process(target=claim_everything, args=(path, f"w{n}", start, out)) for n in range(8)]
+    for racer in racers:
+        racer.start()
+    start.wait(120)  # all eight are connected: they begin together
+    claimed = list(itertools.chain.from_iterable(out.get(timeout=120) for _ in racers))
+    for racer in racers:
+        racer.join(30)
     assert len(claimed) == len(set(claimed)) == 2000
     assert sorted(claimed) == list(range(1, 2001))
     with JobQueue(path) as q:
-        assert (
-            q.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done' AND attempts = 1").fetchone()[0]
-            == 2000
-        )
+        tally = q.db.execute("SELECT state, attempts, COUNT(*) FROM jobs GROUP BY state, attempts")
+        assert [tuple(r) for r in tally] == [("done", 1, 2000)]
 
 
 def test_a_killed_workers_job_is_taken_over_after_one_lease(tmp_path):
@@ -101,7 +104,7 @@ def test_a_poison_job_is_dead_after_max_attempts_worker_deaths(tmp_path):
             break
     r = job_row(q)
     assert exit_codes == [1, 1, 1, 0]
-    assert (r["state"], r["attempts"], r["last_error"]) == ("dead", 3, "lease expired on the last attempt")
+    assert (r["attempts"], r["state"], r["last_error"]) == (3, "dead", "lease expired on the last attempt")
     q.close()
 
 
