@@ -29,8 +29,13 @@ def rows(q: JobQueue) -> list[tuple]:
 
 
 def state(q: JobQueue, job_id: int) -> tuple:
-    r = q.db.execute("SELECT state, attempts, worker FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return tuple(r)
+    """(state, attempts, worker) of one job."""
+    row = q.db.execute("SELECT worker, attempts, state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row["state"], row["attempts"], row["worker"]
+
+
+# A row written straight into the table, behind the queue's back.
+RAW_INSERT = "INSERT INTO jobs (created_at, visible_at, kind, payload) VALUES (0, 0, ?, '{}')"
 
 
 # -- the idle poll ----------------------------------------------------------------
@@ -65,7 +70,7 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
     writer = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
         writer.execute("BEGIN IMMEDIATE")
-        writer.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('t', '{}', 0, 0)")
+        writer.execute(RAW_INSERT, ("t",))
         assert not q.any_ready()  # reads the last commit while the writer holds the lock
         with pytest.raises(QueueBusy):
             q.claim("w")  # the tutorial's empty claim needs the write lock
@@ -135,7 +140,7 @@ def test_complete_and_claim_commits_the_effect_with_the_completion(q):
     job = q.claim_next("w")
     accepted, nxt = q.complete_and_claim(job, "w", effect=ledger_effect(job))
     assert accepted and nxt is not None and nxt.id == 2
-    assert [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger")] == [(1, 1)]
+    assert [(r["job_id"], r["attempt"]) for r in q.db.execute("SELECT * FROM ledger")] == [(1, 1)]
     assert state(q, 1)[0] == "done" and state(q, 2)[0] == "running"
 
 
@@ -156,13 +161,13 @@ def test_an_effect_that_raises_rolls_back_completion_and_claim_together(q):
     job = q.claim_next("w")
 
     def effect(db):
-        db.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('x', '{}', 0, 0)")
+        db.execute(RAW_INSERT, ("x",))
         raise RuntimeError("ledger is down")
 
     with pytest.raises(RuntimeError, match="ledger is down"):
         q.complete_and_claim(job, "w", effect=effect)
     assert state(q, 1) == ("running", 1, "w") and state(q, 2) == ("queued", 0, None)
-    assert q.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 2
+    assert len(rows(q)) == 2
     assert q.complete(job)  # the lease is still ours
 
 

@@ -9,12 +9,21 @@ import textwrap
 import pytest
 
 from labqueue import handlers as registry
-from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.handlers import LEDGER_INSERT, LEDGER_TABLE, ledger_effect
 from labqueue.worker import ForcedShutdown, StopFlag, handle, main, run
 
 
-def state(q, job_id=1):
+def state(q, job_id: int = 1):
     return q.db.execute("SELECT state, last_error FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+
+def ledger(q) -> list[tuple[int, int]]:
+    """(job_id, attempt) of every ledger row."""
+    return [(r["job_id"], r["attempt"]) for r in q.db.execute("SELECT * FROM ledger ORDER BY job_id")]
+
+
+def states(q) -> dict[str, int]:
+    return dict(q.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
 
 
 def claim_one(q, kind, payload=None):
@@ -27,7 +36,7 @@ def test_a_handler_that_returns_completes_with_its_effect(q):
     q.db.execute(LEDGER_TABLE)
     job = claim_one(q, "credit")
     assert handle(q, job, {"credit": lambda job, q: ledger_effect(job)}) == "done"
-    assert [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger")] == [(1, 1)]
+    assert ledger(q) == [(1, 1)]
 
 
 def test_a_handler_that_raises_fails_with_type_and_message(q):
@@ -41,12 +50,12 @@ def test_an_effect_that_raises_fails_the_job_and_writes_nothing(q):
     job = claim_one(q, "t")
 
     def effect(db):
-        db.execute("INSERT INTO ledger VALUES (1, 1)")
+        db.execute(LEDGER_INSERT, (job.id, job.attempts))
         raise LookupError("no such account")
 
     assert handle(q, job, {"t": lambda job, q: effect}) == "queued"
     assert tuple(state(q)) == ("queued", "LookupError: no such account")
-    assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 0
+    assert ledger(q) == []
 
 
 def test_an_unknown_kind_ends_dead_with_a_clear_reason(q):
@@ -89,7 +98,7 @@ def test_run_drains_the_queue_and_leaves_when_idle(tmp_path):
     naps = []
     assert run(str(path), "w", 30, idle_exit=0, sleep=naps.append) == 5
     with JobQueue(path) as q:
-        assert q.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done'").fetchone()[0] == 5
+        assert states(q) == {"done": 5}
 
 
 def test_run_stops_after_max_jobs_or_a_stop_request(tmp_path):
