@@ -29,9 +29,9 @@ from labqueue.queue import MAX_ERROR_CHARS
 from labqueue.sql import LAST_ATTEMPT_EXPIRED
 
 LEASE = 30.0
-MAX_ATTEMPTS = 3
-BACKOFF_BASE = 2.0
 BACKOFF_CAP = 60.0
+BACKOFF_BASE = 2.0
+MAX_ATTEMPTS = 3
 CLOCK_STEPS = [0.0, 0.5, 1.0, 10.0, LEASE - 0.5, LEASE, LEASE + 0.5, 2 * LEASE, 600.0, -5.0, -LEASE]
 
 
@@ -136,9 +136,9 @@ class QueueMachine(RuleBasedStateMachine):
         self.q = JobQueue(
             self.folder / "jobs.db",
             lease_seconds=LEASE,
-            max_attempts=MAX_ATTEMPTS,
-            backoff_base=BACKOFF_BASE,
             backoff_cap=BACKOFF_CAP,
+            backoff_base=BACKOFF_BASE,
+            max_attempts=MAX_ATTEMPTS,
             clock=self.clock,
             rng=lambda: self.jitter,
         )
@@ -258,8 +258,9 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def the_same_jobs_are_visible(self) -> None:
         now = self.clock.now
+        # Written apart from labqueue.sql: not finished, and due by now, earliest first.
         ready = self.q.db.execute(
-            "SELECT id FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?"
+            "SELECT id FROM jobs WHERE visible_at <= ? AND state NOT IN ('done', 'dead')"
             " ORDER BY visible_at, id",
             (now,),
         ).fetchall()
@@ -268,17 +269,16 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def the_queue_invariants_hold(self) -> None:
         db: sqlite3.Connection = self.q.db
+
+        def ids_where(condition: str) -> list[int]:
+            return [r["id"] for r in db.execute(f"SELECT * FROM jobs WHERE {condition}")]
+
         # One live token per job: running exactly when a token is held.
-        assert (
-            db.execute(
-                "SELECT COUNT(*) FROM jobs WHERE (state = 'running') != (lease_token IS NOT NULL)"
-            ).fetchone()[0]
-            == 0
-        )
+        assert ids_where("(state = 'running') != (lease_token IS NOT NULL)") == []
         # No job is ever claimed past its max_attempts.
-        assert db.execute("SELECT COUNT(*) FROM jobs WHERE attempts > max_attempts").fetchone()[0] == 0
+        assert ids_where("attempts > max_attempts") == []
         # Done is final, and its effect, if any, was applied once, by its last attempt.
-        done = {r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'done'")}
+        done = set(ids_where("state = 'done'"))
         assert self.ever_done <= done
         self.ever_done |= done
         ledger: dict[int, list[int]] = {}
