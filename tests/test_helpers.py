@@ -71,10 +71,10 @@ def test_keepalive_beats_from_its_own_thread_and_stops(tmp_path, clock):
 def test_keepalive_sets_lost_when_the_lease_is_taken(tmp_path, clock):
     path = tmp_path / "lost.db"
     q = JobQueue(path, lease_seconds=30, clock=clock)
-    q.enqueue("t", {})
-    (job,) = q.claim("w1")
+    q.enqueue("report", {})
+    (job,) = q.claim("first")
     clock.advance(31)
-    q.claim("w2")  # the lease has changed hands
+    q.claim("second")  # the lease has changed hands
     with KeepAlive(path, job, lease_seconds=30, interval=0.01, clock=clock) as hb:
         assert hb.lost.wait(10)
     assert hb.beats == 0 and hb.error is None
@@ -83,18 +83,15 @@ def test_keepalive_sets_lost_when_the_lease_is_taken(tmp_path, clock):
 def test_keepalive_real_clock_holds_a_short_lease(tmp_path):
     """Real time: while the heartbeat runs, nobody else can claim the job."""
     path = tmp_path / "real.db"
-    a = JobQueue(path, lease_seconds=0.5)
-    a.enqueue("t", {})
-    (job,) = a.claim("w1")
-    b = JobQueue(path, lease_seconds=0.5)
-    with KeepAlive(path, job, lease_seconds=0.5, interval=0.05) as hb:
-        end = time.monotonic() + 1.2  # more than two lease lengths
-        while time.monotonic() < end:
-            assert b.claim("w2") == []
-            time.sleep(0.05)
+    with JobQueue(path, lease_seconds=0.5) as holder, JobQueue(path, lease_seconds=0.5) as rival:
+        holder.enqueue("report", {})
+        (job,) = holder.claim("holder")
+        with KeepAlive(path, job, lease_seconds=0.5, interval=0.05) as hb:
+            end = time.monotonic() + 1.2  # more than two lease lengths
+            while time.monotonic() < end:
+                assert rival.claim("rival") == []
+                time.sleep(0.05)
     assert not hb.lost.is_set() and hb.beats >= 5
-    a.close()
-    b.close()
 
 
 def test_keepalive_refuses_a_bad_interval(tmp_path, clock):
