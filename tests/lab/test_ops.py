@@ -62,9 +62,10 @@ def test_fill_demo_queue_shuffles_reproducibly(tmp_path):
     kinds = []
     for path in (first, second):
         with JobQueue(path, schema=None) as q:
-            kinds.append([r[0] for r in q.db.execute("SELECT kind FROM jobs ORDER BY id")])
-            assert q.db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 0
-            assert {r[0] for r in q.db.execute("SELECT max_attempts FROM jobs")} == {ops.DEMO_MAX_ATTEMPTS}
+            jobs = q.db.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+            kinds.append([job["kind"] for job in jobs])
+            assert {job["max_attempts"] for job in jobs} == {ops.DEMO_MAX_ATTEMPTS}
+            assert q.db.execute("SELECT * FROM ledger").fetchall() == []
     assert kinds[0] == kinds[1] and sorted(kinds[0]) == sorted(k for k, n in mix.items() for _ in range(n))
 
 
@@ -91,8 +92,8 @@ def _queue_with_a_dead_job(tmp_path):
     path = ops.fill_demo_queue(tmp_path / "q.db", {"noop": 2})
     clock = FakeClock(time.time())  # the demo queue is filled on the real clock
     with JobQueue(path, clock=clock, schema=None) as q:
-        (job,) = q.claim("w")
-        q.fail(job, "boom", retry=False)
+        (job,) = q.claim("ops-lab")
+        q.fail(job, "ValueError: bad payload", retry=False)
     return path, clock
 
 

@@ -35,7 +35,8 @@ def test_serve_drains_the_queue_and_records_in_sqlite(tmp_path):
     command = {"db": str(path), "per_claim": 10, "synchronous": "FULL", "go_file": str(go)}
     assert tw.serve("w0", io.StringIO(json.dumps(command) + "\n\n")) == 1
     with JobQueue(path, schema=None) as q:
-        assert q.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done'").fetchone()[0] == 25
+        per_state = q.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        assert dict(per_state) == {"done": 25}
         assert [tuple(r) for r in q.db.execute("SELECT worker, done FROM tp_results")] == [("w0", 25)]
         assert [tuple(r) for r in q.db.execute("SELECT worker FROM tp_ready")] == [("w0",)]
 
