@@ -116,8 +116,9 @@ def test_short_lease_queue_really_is_broken(tmp_path):
 
 
 def test_function_source_finds_one_function():
-    source = testing.function_source("tests/test_queue.py", "test_claims_in_fifo_order")
-    assert source.startswith("def test_claims_in_fifo_order(")
+    name = "test_a_takeover_is_a_new_attempt_under_a_new_token"
+    source = testing.function_source("tests/test_queue.py", name)
+    assert source.startswith(f"def {name}(")
     with pytest.raises(KeyError, match="no_such_test"):
         testing.function_source("tests/test_queue.py", "no_such_test")
 
@@ -146,9 +147,9 @@ def test_plot_durations_has_labelled_axes_and_one_bar_per_test(tmp_path):
 def test_panel_runs_the_chosen_file_with_a_filter(scratch):
     box = testing.panel(options=["tests/test_queue.py", "tests/test_processes.py"])
     assert "press Run" in box.status.value
-    box.keyword.value = "fifo"
+    box.keyword.value = "takeover"
     box.button.click()
     (run,) = box.runs
-    assert run.ok and set(run.table["test"]) == {"test_claims_in_fifo_order[sqlite]"}
+    assert run.ok and set(run.table["test"]) == {"test_a_takeover_is_a_new_attempt_under_a_new_token[sqlite]"}
     assert "1 passed" in box.status.value and box.image.value[:4] == b"\x89PNG"
     assert not box.button.disabled
