@@ -330,6 +330,26 @@ _TO_TOP_JS = (
 }"""
 )
 
+# Counts an <img>'s pixels of one colour by drawing it on a canvas (the widget's picture is a
+# same-origin blob: URL, so the canvas may be read).
+_PIXELS_JS = """
+async (img, {rgb, tolerance}) => {
+  if (!img.complete || !img.naturalWidth) await img.decode();
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth;
+  canvas.height = img.naturalHeight;
+  const context = canvas.getContext('2d');
+  context.drawImage(img, 0, 0);
+  const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+  let count = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (Math.abs(data[i] - rgb[0]) <= tolerance && Math.abs(data[i + 1] - rgb[1]) <= tolerance
+        && Math.abs(data[i + 2] - rgb[2]) <= tolerance) count++;
+  }
+  return count;
+}
+"""
+
 WIDGET_FAILURE = re.compile(r"Error displaying widget|model not found|Loading widget")
 VIEWPORT = {"width": 1280, "height": 900}
 
@@ -518,18 +538,59 @@ class NotebookPage:
             "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' widget-box ')][last()]"
         )
 
-    def set_slider(self, panel: Any, description: str, value: int) -> None:
-        """Type a value into a slider's readout and press Enter, as a learner can."""
-        slider = panel.locator(".widget-slider").filter(
+    def panel_with(self, description: str) -> Any:
+        """The outermost widget box holding the control labelled `description` (for panels
+        that have no button: their controls act as soon as they change)."""
+        self.activate()
+        labels = self.page.locator(f'{self._scope()} label.widget-label:text-is("{description}")')
+        count = labels.count()
+        if count != 1:
+            raise AssertionError(f"{self.notebook.name}: expected one {description!r} control, found {count}")
+        return labels.first.locator(
+            "xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' widget-box ')][last()]"
+        )
+
+    def _control(self, panel: Any, kind: str, description: str) -> Any:
+        return panel.locator(f".widget-{kind}").filter(
             has=self.page.locator(f'label.widget-label:text-is("{description}")')
         )
-        readout = slider.locator(".widget-readout")
+
+    def set_slider(self, panel: Any, description: str, value: float) -> None:
+        """Type a value into a slider's readout and press Enter, as a learner can."""
+        readout = self._control(panel, "slider", description).locator(".widget-readout")
         readout.click()
         readout.press("ControlOrMeta+a")
         readout.type(str(value))
         readout.press("Enter")
 
+    def slider_value(self, panel: Any, description: str) -> float:
+        """The number a slider's readout shows (thousands separators dropped)."""
+        text = self._control(panel, "slider", description).locator(".widget-readout").inner_text()
+        return float(text.replace(",", ""))
+
+    def choose(self, panel: Any, description: str, option: str) -> None:
+        """Pick the option showing this text in the dropdown labelled `description`."""
+        self._control(panel, "dropdown", description).locator("select").select_option(label=option)
+
+    def chosen(self, panel: Any, description: str) -> str:
+        """The text of the option a dropdown shows (ipywidgets writes its spaces as no-break spaces)."""
+        select = self._control(panel, "dropdown", description).locator("select")
+        text = select.evaluate("s => s.options[s.selectedIndex] ? s.options[s.selectedIndex].text : ''")
+        return text.replace("\xa0", " ")
+
+    def type_text(self, panel: Any, description: str, text: str) -> None:
+        """Replace what a text box labelled `description` holds, then press Enter."""
+        box = self._control(panel, "text", description).locator("input")
+        box.fill(text)
+        box.press("Enter")
+
     # -- pictures --
+
+    @staticmethod
+    def pixels_of_colour(image: Any, rgb: tuple[int, int, int], tolerance: int = 8) -> int:
+        """How many pixels of a widget's picture (an <img>) are this colour, give or take
+        `tolerance` per channel: read from the page, as the learner sees the picture."""
+        return image.evaluate(_PIXELS_JS, {"rgb": list(rgb), "tolerance": tolerance})
 
     def screenshot(self, name: str, whole: bool = True) -> Path:
         """A picture of the notebook: all of it (the window made as tall as the notebook), or

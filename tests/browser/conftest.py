@@ -9,6 +9,43 @@ from pathlib import Path
 import pytest
 from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, scratch_folder
 
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "drives(number): uses the widgets of notebook <number> on the page its clean run left"
+        " open, and runs right after that run",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move each test marked drives("NN") to just after test_notebook_runs_clean[NN_...], so a
+    notebook's page is used as soon as it has run and then closed, so one or two kernels are
+    up at a time rather than one per driven notebook (Binder gives a session 2 GB, and the
+    clean runs check their peak against it). Every other test keeps its place."""
+
+    def driven(item: pytest.Item) -> str | None:
+        mark = item.get_closest_marker("drives")
+        return mark.args[0] if mark and Path(item.path).resolve().parent == HERE else None
+
+    def ran(item: pytest.Item) -> str | None:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "originalname", "") != "test_notebook_runs_clean" or callspec is None:
+            return None
+        return Path(callspec.params["notebook"]).name[:2]
+
+    runs = {ran(item) for item in items} - {None}
+    movers = [item for item in items if driven(item) in runs]
+    ordered: list[pytest.Item] = []
+    for item in items:
+        if item in movers:
+            continue
+        ordered.append(item)
+        ordered += [m for m in movers if driven(m) == ran(item)]
+    items[:] = ordered
+
 
 @pytest.fixture(scope="session")
 def lab_server() -> Iterator[LabServer]:
