@@ -3,9 +3,13 @@
 nbval runs the notebooks' code, but never renders a widget or clicks one. Here each notebook is
 opened in JupyterLab, its saved outputs cleared, all cells run from the Run menu, and the page
 checked for error outputs, kernel errors (widget callbacks included), cells that did not run and
-widgets that did not render. Then the widgets are used: the lease playground (02), the crash lab
-(03) and the claim race's size slider and Run button (01). Screenshots of every page go to
-screenshots/browser/ (git-ignored).
+widgets that did not render. Then every notebook's widget panel is used as a learner would: a
+control set to a value other than its default, its button pressed (04, 05 and 07 have none:
+they redraw as a control changes), and the page checked for what that must show (the claim
+race's new plot, the lease playground's row changing hands, the crash lab's takeover, a new blue
+bar in the throughput chart, the dashboard's counts, ...). A test that drives notebook NN
+(marked drives("NN")) runs right after NN's clean run, on the page that run left open, and
+closes it. Screenshots of every page go to screenshots/browser/ (git-ignored).
 """
 
 from __future__ import annotations
@@ -22,8 +26,6 @@ from browser_lab import BINDER_MEMORY, ROOT, LabServer, LabWindow, NotebookPage
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-# Notebooks whose widgets a test drives after the run: their page is kept open for it.
-DRIVEN = {"01", "02", "03"}
 
 
 def find_notebook(number: str) -> Path:
@@ -56,10 +58,13 @@ def open_notebook(lab_window: LabWindow) -> Callable[[Path], NotebookPage]:
 
 
 @pytest.fixture
-def ran_notebook(open_notebook, ran_pages) -> Callable[[str], NotebookPage]:
-    """The notebook numbered `number`, opened and run clean (reusing an earlier run's page)."""
+def ran_notebook(open_notebook, ran_pages) -> Iterator[Callable[[str], NotebookPage]]:
+    """The notebook numbered `number`, opened and run clean (reusing an earlier run's page);
+    closed, with its kernel, when the test is over."""
+    used: list[str] = []
 
     def get(number: str) -> NotebookPage:
+        used.append(number)
         if number not in ran_pages:
             page = open_notebook(find_notebook(number))
             ran_pages[number] = page
@@ -67,11 +72,23 @@ def ran_notebook(open_notebook, ran_pages) -> Callable[[str], NotebookPage]:
             assert page.problems(state) == []
         return ran_pages[number]
 
-    return get
+    yield get
+    for number in used:
+        page = ran_pages.pop(number, None)
+        if page is not None:
+            page.close()
+
+
+def driven_later(request: pytest.FixtureRequest, number: str) -> bool:
+    """Whether a test selected in this session drives notebook `number`'s widgets."""
+    marks = (item.get_closest_marker("drives") for item in request.session.items)
+    return any(mark is not None and mark.args[0] == number for mark in marks)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
-def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages, lab_server: LabServer) -> None:
+def test_notebook_runs_clean(
+    notebook: Path, open_notebook, ran_pages, lab_server: LabServer, request: pytest.FixtureRequest
+) -> None:
     page = open_notebook(notebook)
     number = notebook.name[:2]
     try:
@@ -97,7 +114,7 @@ def test_notebook_runs_clean(notebook: Path, open_notebook, ran_pages, lab_serve
     except BaseException:
         page.close()
         raise
-    if number in DRIVEN and number not in ran_pages:
+    if driven_later(request, number) and number not in ran_pages:  # kept open for that test
         ran_pages[number] = page
     else:
         page.close()
@@ -125,6 +142,7 @@ def wait_for(read: Callable[[], object], ok: Callable[[object], bool], what: str
         time.sleep(0.2)
 
 
+@pytest.mark.drives("02")
 def test_lease_playground_row_changes_hands(ran_notebook) -> None:
     page = ran_notebook("02")
     panel = page.panel_of("worker-a claims")
@@ -160,6 +178,7 @@ def test_lease_playground_row_changes_hands(ran_notebook) -> None:
 # --- 03: start a worker, kill it, watch the takeover ---------------------------------------
 
 
+@pytest.mark.drives("03")
 def test_crash_lab_shows_the_takeover(ran_notebook) -> None:
     page = ran_notebook("03")
     panel = page.panel_of("start a worker")
@@ -192,6 +211,7 @@ def test_crash_lab_shows_the_takeover(ran_notebook) -> None:
 # --- 01: a new size, Run, a new plot ------------------------------------------------------
 
 
+@pytest.mark.drives("01")
 def test_claim_race_reruns_at_new_size(ran_notebook) -> None:
     page = ran_notebook("01")
     panel = page.panel_of("Run the race")
@@ -219,6 +239,309 @@ def test_claim_race_reruns_at_new_size(ran_notebook) -> None:
         f"01 claim race: jobs {current} -> {new_size}, chart {before!r:.40} -> {after!r:.40}, {width} px wide"
     )
     page.screenshot("01_claim_race-after-rerun", whole=False)
+    assert page.problems() == []
+
+
+# --- helpers for the panels of 04-12 -------------------------------------------------------
+
+# An HTML table as pandas' to_html writes it: one {column: text} per body row.
+_TABLE_JS = """
+table => {
+  const heads = [...table.querySelectorAll('thead th')].map(h => h.innerText.trim());
+  return [...table.querySelectorAll('tbody tr')].map(tr => Object.fromEntries(
+    [...tr.querySelectorAll('td')].map((td, i) => [heads[i], td.innerText.trim()])));
+}"""
+
+
+def table_rows(table) -> list[dict[str, str]]:
+    return table.evaluate(_TABLE_JS)
+
+
+def new_picture(image, before: str | None) -> str:
+    """Wait until a widget's <img> shows a new picture (a new blob: URL) that has loaded."""
+    src = wait_for(lambda: image.get_attribute("src"), lambda s: bool(s) and s != before, "a new picture")
+    wait_for(lambda: image.evaluate("img => img.complete && img.naturalWidth"), bool, "the picture loading")
+    return src
+
+
+def finished(panel, pattern: str, what: str, timeout: float = 60.0) -> re.Match:
+    """Wait for a button's work to end: the panel's text matches `pattern`, or its status line
+    reports a failure ("failed: ...", as the panels show an exception)."""
+    failure = re.compile(r"(?m)^failed: .*")
+    text = wait_for(
+        panel.inner_text,
+        lambda t: re.search(pattern, t) is not None or failure.search(t) is not None,
+        what,
+        timeout=timeout,
+    )
+    assert not failure.search(text), f"{what}: {failure.search(text)[0]}"
+    return re.search(pattern, text)
+
+
+# --- 04: the zombie's late report, fenced and unfenced ------------------------------------
+
+
+@pytest.mark.drives("04")
+def test_zombie_panel_replays_a_late_complete(ran_notebook) -> None:
+    page = ran_notebook("04")
+    panel = page.panel_of("complete")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    before, src = panel.inner_text(), chart.get_attribute("src")
+    assert "without the fence: the handler ran 3 times (worker-a, worker-b, worker-c)" in before, before
+
+    page.button("complete").click()  # the zombie reports complete() late, not fail()
+    text = wait_for(
+        panel.inner_text, lambda t: "without the fence: the handler ran 2 times" in t, "the late complete()"
+    )
+    assert "with the fence: the handler ran 2 times (worker-a, worker-b); the job ends done" in text, text
+    assert "mod-active" in page.button("complete").get_attribute("class")
+    new_picture(chart, src)
+    print("04 zombie panel: late report fail -> complete:", " | ".join(text.splitlines()[-2:]))
+    page.screenshot("04_zombie_workers-late-complete", whole=False)
+    assert page.problems() == []
+
+
+# --- 05: an effect committed separately, when the stale worker wakes up early ---------------
+
+
+@pytest.mark.drives("05")
+def test_effects_panel_replays_an_early_wake_up(ran_notebook) -> None:
+    page = ran_notebook("05")
+    panel = page.panel_of("effect, then complete()")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    assert "wakes up at t=40 s, after worker-b" in panel.inner_text()
+
+    page.set_slider(panel, "stall (s)", 20)  # worker-a wakes before worker-b looks (t=31)
+    text = wait_for(panel.inner_text, lambda t: "worker-a wakes up at t=20 s" in t, "the replay at 20 s")
+    assert "t=20 s, before worker-b looks for work" in text and "ada ends with 10 credits" in text, text
+    steps = table_rows(panel.locator("table"))
+    assert {"t (s)": "20.0", "worker": "worker-a", "step": "add credits"}.items() <= steps[2].items(), steps
+    assert (steps[-1]["worker"], steps[-1]["result"]) == ("worker-b", "nothing ready"), steps
+    assert steps[-1]["ada's credits"] == "10", steps
+    new_picture(chart, src)
+    print(f"05 effects panel: stall 40 -> 20 s, {len(steps)} steps, last {steps[-1]}")
+    page.screenshot("05_effect_in_transaction-stall-20", whole=False)
+    assert page.problems() == []
+
+
+# --- 06: both heartbeat scenarios again, with a shorter lease and shorter work ---------------
+
+
+@pytest.mark.drives("06")
+def test_heartbeat_panel_runs_a_shorter_lease(ran_notebook) -> None:
+    page = ran_notebook("06")
+    panel = page.panel_of("run both scenarios")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    page.set_slider(panel, "lease (s)", 0.5)
+    page.set_slider(panel, "work (s)", 1.5)  # a second past the lease: w2 has time to claim
+    wait_for(
+        lambda: (page.slider_value(panel, "lease (s)"), page.slider_value(panel, "work (s)")),
+        lambda v: v == (0.5, 1.5),
+        "the sliders",
+    )
+
+    page.button("run both scenarios").click()  # real threads: about 2 x 1.5 s
+    finished(panel, r"(?m)^lease 0\.5 s, work 1\.5 s$", "both scenarios at lease 0.5 s, work 1.5 s")
+    rows = {r["scenario"]: r for r in table_rows(panel.locator("table"))}
+    assert set(rows) == {"no_heartbeat", "keepalive"}, rows
+    assert all((r["lease (s)"], r["work (s)"]) == ("0.5", "1.5") for r in rows.values()), rows
+    assert rows["no_heartbeat"]["handler runs"] == "2", "1.5 s of work outlives a 0.5 s lease: w2 runs it too"
+    new_picture(chart, src)
+    print(f"06 heartbeat panel: lease 1.0 -> 0.5 s, work 3.0 -> 1.5 s: {rows}")
+    page.screenshot("06_heartbeat-short-lease", whole=False)
+    assert page.problems() == []
+
+
+# --- 07: full jitter with fewer attempts ----------------------------------------------------
+
+
+@pytest.mark.drives("07")
+def test_jitter_panel_follows_max_attempts(ran_notebook) -> None:
+    page = ran_notebook("07")
+    panel = page.panel_with("max attempts")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    before = table_rows(panel.locator("table"))
+    assert [r["attempt"] for r in before] == [str(n) for n in range(1, 8)], before
+
+    page.set_slider(panel, "max attempts", 4)  # three retries, then dead
+    rows = wait_for(lambda: table_rows(panel.locator("table")), lambda r: len(r) == 3, "three attempts")
+    assert [r["attempt"] for r in rows] == ["1", "2", "3"], rows
+    assert [r["ceiling (s)"] for r in rows] == ["1.0", "2.0", "4.0"], rows
+    new_picture(chart, src)
+    print(f"07 jitter panel: max attempts 8 -> 4: {rows}")
+    page.screenshot("07_retries_and_poison-max-attempts-4", whole=False)
+    assert page.problems() == []
+
+
+# --- 08: claims timed on a smaller table --------------------------------------------------
+
+
+@pytest.mark.drives("08")
+def test_claim_index_panel_measures_a_smaller_table(ran_notebook) -> None:
+    page = ran_notebook("08")
+    panel = page.panel_of("seed and measure")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    before = {r["setup"]: r for r in table_rows(panel.locator("table"))}
+    page.choose(panel, "table", "10,000 done rows")
+    wait_for(lambda: page.chosen(panel, "table"), lambda v: v == "10,000 done rows", "the dropdown")
+
+    page.button("seed and measure").click()
+    seeded = finished(panel, r"10,000 done rows \(seeded in [\d.]+ s\)", "10,000 rows seeded and timed")
+    after = {r["setup"]: r for r in table_rows(panel.locator("table"))}
+    assert set(after) == set(before), (before, after)
+    gap = {
+        name: (float(before[name]["× the fastest"]), float(r["× the fastest"])) for name, r in after.items()
+    }
+    # a thirtieth of the finished rows to scan: the unindexed claim's gap must shrink
+    assert gap["no index"][1] < gap["no index"][0], gap
+    new_picture(chart, src)
+    print(f"08 claim index panel: {seeded[0]}; x the fastest, before -> after: {gap}")
+    page.screenshot("08_claim_index-10000-rows", whole=False)
+    assert page.problems() == []
+
+
+# --- 09: a run of my own: a new blue bar ----------------------------------------------------
+
+TAB_BLUE = (31, 119, 180)  # matplotlib's tab:blue, the colour of "your runs"
+
+
+@pytest.mark.drives("09")
+def test_throughput_panel_adds_a_blue_bar(ran_notebook) -> None:
+    page = ran_notebook("09")
+    panel = page.panel_of("Run")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    assert page.pixels_of_colour(chart, TAB_BLUE) == 0, "no run of mine yet: grey bars only"
+    page.set_slider(panel, "workers", 2)
+    page.choose(panel, "per claim", "5")
+    page.choose(panel, "jobs", "500")
+    wait_for(
+        lambda: (
+            page.slider_value(panel, "workers"),
+            page.chosen(panel, "per claim"),
+            page.chosen(panel, "jobs"),
+        ),
+        lambda v: v == (2, "5", "500"),
+        "the controls",
+    )
+
+    page.button("Run").click()
+    status = finished(panel, r"2 w, 5/claim, NORMAL: [\d,]+ jobs/s \([\d.]+ s\)", "the run of 2 w, 5/claim")
+    new_picture(chart, src)
+    blue = page.pixels_of_colour(chart, TAB_BLUE)
+    assert blue > 100, f"no blue bar for the new run ({blue} blue pixels)"
+    print(f"09 throughput panel: {status[0]}; the chart now has {blue} blue pixels")
+    page.screenshot("09_throughput-my-run", whole=False)
+    assert page.problems() == []
+
+
+# --- 10: requeue the dead jobs, start the workers, watch the counts -------------------------
+
+
+def dashboard_counts(panel) -> dict[str, str]:
+    """The dashboard's latest sample as it shows it: a value above each name."""
+    cells = [c.strip().split("\n") for c in panel.locator("table td").all_inner_texts()]
+    return {lines[-1].strip(): lines[0].strip() for lines in cells if len(lines) >= 2}
+
+
+@pytest.mark.drives("10")
+def test_ops_dashboard_requeues_the_dead(ran_notebook) -> None:
+    page = ran_notebook("10")
+    panel = page.panel_of("Requeue dead")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    before = dashboard_counts(panel)
+    assert (before["queued"], before["running"]) == ("0", "0") and int(before["dead"]) > 0, before
+
+    page.button("Requeue dead").click()
+    wait_for(panel.inner_text, lambda t: f"requeued {before['dead']} dead job(s)" in t, "the requeue")
+    requeued = dashboard_counts(panel)
+    assert (requeued["dead"], requeued["queued"]) == ("0", before["dead"]), (before, requeued)
+
+    src = chart.get_attribute("src")
+    page.button("Start workers").click()  # and Live: the counts refresh themselves
+    settled = wait_for(
+        lambda: dashboard_counts(panel),
+        lambda c: (c["queued"], c["running"], c["dead"]) == ("0", "0", before["dead"]),
+        "the bad jobs dying again",
+        timeout=60,
+    )
+    assert settled["done"] == before["done"], (before, settled)
+    new_picture(chart, src)
+    page.button("Stop workers").click()
+    wait_for(panel.inner_text, lambda t: "workers stopped" in t, "the workers stopping")
+    assert dashboard_counts(panel)["workers_alive"] == "0"
+    print(f"10 dashboard: {before} -> requeue -> {requeued} -> start -> {settled}")
+    page.screenshot("10_ops-after-requeue", whole=False)
+    assert page.problems() == []
+
+
+# --- 11: pytest on another file, filtered with -k ------------------------------------------
+
+PINNED_TESTS = "test_leased_job_stays_hidden_until_the_lease_ends or test_fail_schedules_a_retry_at_the"
+
+
+@pytest.mark.drives("11")
+def test_testing_panel_runs_two_chosen_tests(ran_notebook) -> None:
+    page = ran_notebook("11")
+    panel = page.panel_of("Run")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    assert "Last run:" in panel.inner_text()
+    page.choose(panel, "tests", "tests/test_queue.py")
+    page.type_text(panel, "-k", PINNED_TESTS)  # the two tests the notebook shows
+    wait_for(lambda: page.chosen(panel, "tests"), lambda v: v == "tests/test_queue.py", "the dropdown")
+
+    page.button("Run").click()
+    # the new run's line (the notebook's own run was shown after "Last run:")
+    result = finished(panel, r"(?m)^(?!Last run)(.+) in [\d.]+ s \(exit code (\d+)\)$", "pytest", 120)
+    assert (result[1], result[2]) == ("2 passed", "0"), result[0]
+    assert "Last run:" not in panel.inner_text()
+    new_picture(chart, src)
+    print(f"11 testing panel: tests/test_queue.py -k <two tests>: {result[0]}")
+    page.screenshot("11_testing-two-tests", whole=False)
+    assert page.problems() == []
+
+
+# --- 12: a small chaos run ------------------------------------------------------------------
+
+
+@pytest.mark.drives("12")
+def test_chaos_panel_runs_a_small_chaos(ran_notebook) -> None:
+    page = ran_notebook("12")
+    panel = page.panel_of("Run")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    assert "300 jobs (" in panel.inner_text()  # the notebook's run, shown until Run
+    page.choose(panel, "jobs", "30")
+    page.set_slider(panel, "workers", 4)
+    wait_for(
+        lambda: (page.chosen(panel, "jobs"), page.slider_value(panel, "workers")),
+        lambda v: v == ("30", 4),
+        "the controls",
+    )
+
+    page.button("Run").click()  # SIGKILLs and SIGSTOPs as set: every 0.5 s and 1.5 s
+    finished(panel, r"(?m)^finished in [\d.]+ s$", "the chaos run of 30 jobs", timeout=120)
+    report = panel.locator("pre").inner_text()
+    assert report.startswith("30 jobs (") and ", 4 workers, lease" in report, report
+    assert "PASS: every job finished exactly once or was dead-lettered" in report, report
+    assert "PASS" in panel.locator("b").all_inner_texts()
+    new_picture(chart, src)
+    print("12 chaos panel: jobs 300 -> 30, workers 8 -> 4:", " | ".join(report.splitlines()[:3]))
+    page.screenshot("12_chaos-30-jobs", whole=False)
     assert page.problems() == []
 
 
