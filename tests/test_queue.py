@@ -183,7 +183,7 @@ def test_claiming_records_holder_token_deadline_and_attempt(q):
     assert stored == ("w1", 1, job.lease_token, "running")
 
 
-def test_leased_job_stays_hidden_until_the_lease_ends(q, clock):
+def test_a_held_job_is_invisible_until_its_deadline(q, clock):
     add(q)
     holder = take(q, "holder")
     clock.now = holder.lease_expires_at - 0.1  # a tenth of a second before the deadline
@@ -320,7 +320,7 @@ def test_an_effect_that_raises_undoes_its_writes_and_the_job_stays_held(q, audit
 # -- fail, backoff, dead letters -----------------------------------------------
 
 
-def test_fail_schedules_a_retry_at_the_backoff_ceiling(q, clock):
+def test_a_retry_on_the_top_draw_waits_its_ceiling(q, clock):
     """The rng draws its maximum, so each retry waits its full ceiling: 2 s, then 4 s."""
     add(q)
     for ceiling in (2.0, 4.0):

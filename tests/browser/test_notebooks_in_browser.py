@@ -488,7 +488,7 @@ def test_ops_dashboard_requeues_the_dead(ran_notebook) -> None:
 
 # --- 11: pytest on another file, filtered with -k ------------------------------------------
 
-PINNED_TESTS = "test_leased_job_stays_hidden_until_the_lease_ends or test_fail_schedules_a_retry_at_the"
+PINNED_TESTS = "test_a_held_job_is_invisible_until_its_deadline or test_a_retry_on_the_top_draw"
 
 
 @pytest.mark.drives("11")
