@@ -226,7 +226,8 @@ def summary_table(runs: list[Run]) -> pd.DataFrame:
                 "lost noticed after (s)": None if run.lost_after is None else round(run.lost_after, 2),
             }
         )
-    return pd.DataFrame(rows).set_index("scenario")
+    # Int64: whole beats, with <NA> where a scenario has no heartbeat (not 5.0 and NaN)
+    return pd.DataFrame(rows).astype({"heartbeats": "Int64"}).set_index("scenario")
 
 
 COLOURS = {"no_heartbeat": "#c44e52", "keepalive": "#4c72b0", "lost": "#8172b2"}

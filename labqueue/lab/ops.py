@@ -209,6 +209,7 @@ class Dashboard:
                 except subprocess.TimeoutExpired:
                     kill_tree(p)
             self.procs = []
+        self.refresh()  # the panel shows the workers gone now, not at its next tick
 
     def refresh(self) -> Sample:
         """Read stats() and the SQL truth in one snapshot, keep the sample, tell the listeners."""

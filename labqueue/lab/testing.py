@@ -242,6 +242,7 @@ def plot_durations(run: TestRun, title: str = "Time per test"):
     ax.bar(table.index, table["ms"].clip(lower=0.1), color=[colors[o] for o in table["outcome"]], width=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("tests, slowest first")
+    ax.xaxis.get_major_locator().set_params(integer=True)  # a test is counted, never fractional
     ax.set_ylabel("time (ms, log scale)")
     ax.set_title(title, fontsize=10)
     present = [o for o in colors if (table["outcome"] == o).any()]
