@@ -7,7 +7,7 @@ import os
 import threading
 import time
 
-from .queue import Clock, Job, JobQueue
+from .queue import Clock, Job, JobQueue, _positive
 
 
 class KeepAlive:
@@ -28,11 +28,11 @@ class KeepAlive:
         interval: float | None = None,
         clock: Clock = time.time,
     ) -> None:
-        if interval is not None and interval <= 0:
-            raise ValueError(f"interval must be more than zero, got {interval!r}")
+        # Checked here, in the caller's thread: the heartbeat thread could only report it later.
+        lease_seconds = _positive("lease_seconds", lease_seconds)
+        self.interval = lease_seconds / 3 if interval is None else _positive("interval", interval)
         self.job, self.path = job, path
         self.lease_seconds, self.clock = lease_seconds, clock
-        self.interval = lease_seconds / 3 if interval is None else interval
         self.beats = 0
         self.lost = threading.Event()
         self._halt = threading.Event()

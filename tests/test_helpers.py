@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from labqueue import FakeClock, JobQueue, KeepAlive, db_path
+from labqueue import FakeClock, InvalidArgument, JobQueue, KeepAlive, db_path
 from labqueue.scratch import SCRATCH_ENV
 
 
@@ -98,5 +98,7 @@ def test_keepalive_refuses_a_bad_interval(tmp_path, clock):
     q = JobQueue(tmp_path / "i.db", clock=clock)
     q.enqueue("t", {})
     (job,) = q.claim("w")
-    with pytest.raises(ValueError, match="interval"):
+    with pytest.raises(InvalidArgument, match=r"interval .*-1"):
         KeepAlive(tmp_path / "i.db", job, lease_seconds=30, interval=-1)
+    with pytest.raises(InvalidArgument, match=r"lease_seconds .*0"):
+        KeepAlive(tmp_path / "i.db", job, lease_seconds=0)
