@@ -448,10 +448,18 @@ def test_throughput_panel_adds_a_blue_bar(ran_notebook) -> None:
 # --- 10: requeue the dead jobs, start the workers, watch the counts -------------------------
 
 
+DASHBOARD_NAMES = {"queued", "running", "dead", "done", "workers_alive"}
+
+
 def dashboard_counts(panel) -> dict[str, str]:
-    """The dashboard's latest sample as it shows it: a value above each name."""
-    cells = [c.strip().split("\n") for c in panel.locator("table td").all_inner_texts()]
-    return {lines[-1].strip(): lines[0].strip() for lines in cells if len(lines) >= 2}
+    """The dashboard's latest sample as it shows it: a value above each name. Live refresh
+    replaces the table several times a second, so a read that lands mid-swap is read again."""
+
+    def read() -> dict[str, str]:
+        cells = [c.strip().split("\n") for c in panel.locator("table td").all_inner_texts()]
+        return {lines[-1].strip(): lines[0].strip() for lines in cells if len(lines) >= 2}
+
+    return wait_for(read, lambda counts: counts.keys() >= DASHBOARD_NAMES, "the dashboard's table")
 
 
 @pytest.mark.drives("10")
