@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from . import sql
 from .errors import (
@@ -144,7 +144,7 @@ class JobQueue:
                 self._raise_translated(exc)
             raise
 
-    def _raise_translated(self, exc: sqlite3.OperationalError) -> None:
+    def _raise_translated(self, exc: sqlite3.OperationalError) -> NoReturn:
         """Raise a lock timeout or a full disk as labqueue's own error, naming the file;
         anything else is raised unchanged."""
         message = str(exc)

@@ -204,24 +204,20 @@ def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None):
 
     jobs = w.Dropdown(options=[30, 100, 300, 1000, 5000], value=300, description="jobs")
     workers = w.IntSlider(value=8, min=1, max=16, description="workers")
-    kill_every = w.FloatSlider(
-        value=0.5,
-        min=0.0,
-        max=3.0,
-        step=0.1,
-        description="SIGKILL every",
-        readout_format=".1f",
-        style={"description_width": "initial"},  # the whole label, not "SIGKILL e..."
-    )
-    pause_every = w.FloatSlider(
-        value=1.5,
-        min=0.0,
-        max=5.0,
-        step=0.5,
-        description="SIGSTOP every",
-        readout_format=".1f",
-        style={"description_width": "initial"},
-    )
+
+    def seconds_between(signal: str, value: float, most: float, step: float) -> Any:
+        return w.FloatSlider(
+            value=value,
+            min=0.0,
+            max=most,
+            step=step,
+            description=f"{signal} every",
+            readout_format=".1f",
+            style={"description_width": "initial"},  # the whole label, not "SIGKILL e..."
+        )
+
+    kill_every = seconds_between("SIGKILL", 0.5, 3.0, 0.1)
+    pause_every = seconds_between("SIGSTOP", 1.5, 5.0, 0.5)
     seed = w.IntText(value=42, description="seed")
     button = w.Button(description="Run", button_style="primary", icon="play")
     status = w.HTML("Seconds between faults are averages; 0 turns a fault off. Press Run for a fresh run.")
