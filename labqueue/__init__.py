@@ -1,4 +1,9 @@
-"""labqueue: a durable job queue on one SQLite file, and the labs that teach it."""
+"""labqueue: a durable job queue on one SQLite file.
+
+Leases, fencing tokens, retries with full-jitter backoff, dead letters, heartbeats.
+The course that builds it lives in ``labqueue.lab``; the benchmark and the chaos
+harness in ``labqueue.bench`` and ``labqueue.chaos``. Nothing here imports them.
+"""
 
 from .clock import FakeClock
 from .errors import (
@@ -13,17 +18,15 @@ from .errors import (
     StorageFull,
     UnknownJobKind,
 )
+from .handlers import handler
 from .keepalive import KeepAlive
 from .procs import kill_tree, start_worker
 from .queue import Job, JobQueue
-from .scratch import db_path
-from .sql import INDEXES, SCHEMA, TABLE
+from .sql import SCHEMA
 from .versions import sqlite_report
 
 __all__ = [
-    "INDEXES",
     "SCHEMA",
-    "TABLE",
     "CannotOpen",
     "FakeClock",
     "ForeignJobsTable",
@@ -38,7 +41,7 @@ __all__ = [
     "SQLiteTooOld",
     "StorageFull",
     "UnknownJobKind",
-    "db_path",
+    "handler",
     "kill_tree",
     "sqlite_report",
     "start_worker",

@@ -16,9 +16,9 @@ from labqueue import (
     NotADatabase,
     PayloadNotSerializable,
     SQLiteTooOld,
-    db_path,
     sqlite_report,
 )
+from labqueue.lab import db_path
 from labqueue.versions import require_returning
 
 

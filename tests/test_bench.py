@@ -8,9 +8,11 @@ import queue
 import matplotlib.pyplot as plt
 import pytest
 
-from labqueue import InvalidArgument, bench
-from labqueue.bench_contenders import CONTENDERS
-from labqueue.bench_profile import profile
+from labqueue import InvalidArgument
+from labqueue.bench import report as bench_report
+from labqueue.bench import run as bench
+from labqueue.bench.contenders import CONTENDERS
+from labqueue.bench.profile import profile
 
 
 @pytest.mark.parametrize("key", sorted(CONTENDERS))
@@ -71,7 +73,7 @@ def fake_results(worker_ratio=2.0, poll_ratio=5.0, growth=1.1, duplicates=0):
 
 
 def test_targets_say_met_or_missed_with_the_measured_value():
-    met = {t["target"]: t for t in bench.targets(fake_results(worker_ratio=2.0))}
+    met = {t["target"]: t for t in bench_report.targets(fake_results(worker_ratio=2.0))}
     assert met["worker loop vs tutorial-style, 1 proc"] == {
         "target": "worker loop vs tutorial-style, 1 proc",
         "value": 2.0,
@@ -80,11 +82,11 @@ def test_targets_say_met_or_missed_with_the_measured_value():
     }
     assert met["idle poll vs empty claim"]["met"]
     assert met["claim with 1,000,000 vs 10,000 finished"]["met"]
-    assert not bench.targets(fake_results(growth=1.6))[-1]["met"]
+    assert not bench_report.targets(fake_results(growth=1.6))[-1]["met"]
 
 
 def test_plot_comparison_draws_labelled_bars_and_marks_duplicates():
-    fig = bench.plot_comparison(fake_results(duplicates=4))
+    fig = bench_report.plot_comparison(fake_results(duplicates=4))
     (ax,) = fig.axes
     assert "jobs/s" in ax.get_xlabel()
     assert len(ax.patches) == 2
@@ -97,7 +99,7 @@ def test_summary_frame_lists_the_fastest_first():
     results = fake_results()
     for row in results["summary"]:
         row.update(deliveries=100, distinct=100, finish="lease + fenced complete")
-    frame = bench.summary_frame(results)
+    frame = bench_report.summary_frame(results)
     assert list(frame["label"]) == [CONTENDERS["worker_loop"].label, CONTENDERS["tutorial"].label]
     assert list(frame["ratio_to_tutorial"]) == [2.0, 1.0]
 
@@ -134,7 +136,7 @@ def test_a_worker_that_dies_without_reporting_ends_the_run():
 
 def test_load_results_names_a_missing_file(tmp_path):
     with pytest.raises(InvalidArgument, match="no bench results at"):
-        bench.load_results(tmp_path / "none.json")
+        bench_report.load_results(tmp_path / "none.json")
 
 
 @pytest.mark.slow
@@ -153,7 +155,7 @@ def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsy
     assert results["empty_poll"]["empty_claim_while_writer_holds_lock"] is False
     assert {r["contender"] for r in results["profile"]} >= {"worker_loop", "tutorial"}
     assert "targets:" in capsys.readouterr().out
-    assert bench.load_results(out) == results
+    assert bench_report.load_results(out) == results
 
 
 def test_a_missing_peer_library_is_named_before_anything_runs(monkeypatch, capsys):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labqueue import FakeClock, JobQueue, QueueBusy, sql
-from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE, ledger_effect
 from labqueue.worker import StopFlag, handle_then_claim, run
 
 ROW = (
@@ -276,7 +276,7 @@ def test_max_jobs_claims_no_job_beyond_the_last(tmp_path):
     path = tmp_path / "max.db"
     with JobQueue(path) as q:
         q.enqueue_many("noop", [{}] * 3)
-    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2) == 2
+    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2, handlers=HANDLERS) == 2
     with JobQueue(path) as q:
         assert [state(q, i)[0] for i in (1, 2, 3)] == ["done", "done", "queued"]
         assert state(q, 3)[1] == 0
@@ -285,6 +285,6 @@ def test_max_jobs_claims_no_job_beyond_the_last(tmp_path):
 def test_handle_then_claim_fails_a_raising_handler_and_claims_nothing(q):
     q.enqueue_many("bad", [{}, {}])
     job = q.claim_next("w")
-    outcome, nxt = handle_then_claim(q, job, claim_for=lambda: "w")
+    outcome, nxt = handle_then_claim(q, job, HANDLERS, claim_for=lambda: "w")
     assert outcome == "queued" and nxt is None
     assert state(q, 2) == ("queued", 0, None)

@@ -19,7 +19,7 @@ from labqueue import (
     start_worker,
 )
 from labqueue import worker as worker_loop
-from labqueue.handlers import LEDGER_INSERT, LEDGER_TABLE
+from labqueue.lab.demo_handlers import LEDGER_INSERT, LEDGER_TABLE
 from labqueue.procs import kill_tree
 
 LEASE = 30.0

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from labqueue import InvalidArgument, kill_tree
-from labqueue.chaos import ChaosConfig, main, parse_mix, run, scaled_mix
-from labqueue.chaos_check import TUTORIAL_MIX, JobRow, check_run, figures
+from labqueue.chaos.check import TUTORIAL_MIX, JobRow, check_run, figures
+from labqueue.chaos.supervisor import ChaosConfig, main, parse_mix, run, scaled_mix
 from labqueue.sql import LAST_ATTEMPT_EXPIRED
 
 # -- the checks, on rows made by hand ---------------------------------------------------------

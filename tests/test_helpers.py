@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from labqueue import FakeClock, InvalidArgument, JobQueue, KeepAlive, db_path
-from labqueue.scratch import SCRATCH_ENV
+from labqueue import FakeClock, InvalidArgument, JobQueue, KeepAlive
+from labqueue.lab import db_path
+from labqueue.lab.scratch import SCRATCH_ENV
 
 
 def test_fake_clock_moves_only_by_hand():

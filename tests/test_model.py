@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from labqueue import FakeClock, Job, JobQueue
-from labqueue.handlers import LEDGER_TABLE, ledger_effect
+from labqueue.lab.demo_handlers import LEDGER_TABLE, ledger_effect
 from labqueue.queue import MAX_ERROR_CHARS
 from labqueue.sql import LAST_ATTEMPT_EXPIRED
 

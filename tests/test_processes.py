@@ -14,7 +14,8 @@ import time
 import psutil
 import pytest
 
-from labqueue import JobQueue, kill_tree, start_worker
+from labqueue import JobQueue, kill_tree
+from labqueue.lab import DEMO_HANDLERS, start_demo_worker
 from labqueue.procs import worker_command
 
 pytestmark = pytest.mark.slow
@@ -77,11 +78,11 @@ def test_a_killed_workers_job_is_taken_over_after_one_lease(tmp_path):
     lease = 1.0
     q = JobQueue(path)
     q.enqueue("report", {"stall_first_attempt": True, "work_seconds": 0.05})
-    w1 = start_worker(path, "w1", lease)
+    w1 = start_demo_worker(path, "w1", lease)
     first = wait_for(lambda: (r := job_row(q))["state"] == "running" and r)
     kill_tree(w1)
     assert w1.returncode != 0
-    w2 = start_worker(path, "w2", lease, idle_exit=lease + 2)
+    w2 = start_demo_worker(path, "w2", lease, idle_exit=lease + 2)
     done = wait_for(lambda: (r := job_row(q))["state"] == "done" and r)
     assert w2.wait(30) == 0
     assert (first["worker"], first["attempts"]) == ("w1", 1)
@@ -98,7 +99,7 @@ def test_a_poison_job_is_dead_after_max_attempts_worker_deaths(tmp_path):
     exit_codes = []
     for n in range(6):
         # each worker waits out the previous lease, claims, and dies in the handler
-        proc = subprocess.run(worker_command(path, f"w{n}", 0.3, 1.0), timeout=60)
+        proc = subprocess.run(worker_command(path, f"w{n}", 0.3, 1.0, handlers=[DEMO_HANDLERS]), timeout=60)
         exit_codes.append(proc.returncode)
         if job_row(q)["state"] == "dead":
             break
@@ -151,7 +152,7 @@ def test_sigterm_lets_the_current_job_finish_then_exits(tmp_path):
     q = JobQueue(path)
     q.enqueue("report", {"work_seconds": 1.0})
     q.enqueue("report", {"work_seconds": 0.0})
-    worker = start_worker(path, "w1", 30)
+    worker = start_demo_worker(path, "w1", 30)
     wait_for(lambda: job_row(q)["state"] == "running")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0
@@ -165,7 +166,7 @@ def test_a_second_sigterm_exits_at_once_and_the_lease_keeps_the_job(tmp_path):
     path = tmp_path / "forced.db"
     q = JobQueue(path)
     q.enqueue("report", {"work_seconds": 60})
-    worker = start_worker(path, "w1", 30)
+    worker = start_demo_worker(path, "w1", 30)
     wait_for(lambda: job_row(q)["state"] == "running")
     worker.send_signal(signal.SIGTERM)
     time.sleep(0.1)  # let the first signal be handled before the second arrives

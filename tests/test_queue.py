@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from labqueue import INDEXES, SCHEMA, TABLE, Job, JobQueue, sql
+from labqueue import SCHEMA, Job, JobQueue, sql
+from labqueue.sql import INDEXES, TABLE
 
 T0 = 1000.0
 LEASE = 30.0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from labqueue import walks
+from labqueue.lab import walks
 
 EXPECTED = Path(__file__).parent / "expected"
 

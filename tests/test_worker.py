@@ -9,8 +9,11 @@ import textwrap
 import pytest
 
 from labqueue import handlers as registry
-from labqueue.handlers import LEDGER_INSERT, LEDGER_TABLE, ledger_effect
+from labqueue.lab import demo_handlers
+from labqueue.lab.demo_handlers import LEDGER_INSERT, LEDGER_TABLE, ledger_effect
 from labqueue.worker import ForcedShutdown, StopFlag, handle, main, run
+
+DEMO = demo_handlers.HANDLERS
 
 
 def state(q, job_id: int = 1):
@@ -41,7 +44,7 @@ def test_a_handler_that_returns_completes_with_its_effect(q):
 
 def test_a_handler_that_raises_fails_with_type_and_message(q):
     job = claim_one(q, "bad")
-    assert handle(q, job) == "queued"
+    assert handle(q, job, DEMO) == "queued"
     assert tuple(state(q)) == ("queued", "ValueError: payload has no recipient")
 
 
@@ -60,7 +63,7 @@ def test_an_effect_that_raises_fails_the_job_and_writes_nothing(q):
 
 def test_an_unknown_kind_ends_dead_with_a_clear_reason(q):
     job = claim_one(q, "os.system", {"cmd": "echo hacked"})
-    assert handle(q, job) == "dead"
+    assert handle(q, job, DEMO) == "dead"
     assert tuple(state(q)) == ("dead", "UnknownJobKind: no handler is registered for kind 'os.system'")
 
 
@@ -68,7 +71,7 @@ def test_a_row_never_names_code_to_import(q, monkeypatch):
     imported = []
     monkeypatch.setattr(registry.importlib, "import_module", lambda name: imported.append(name))
     job = claim_one(q, "labqueue.handlers:poison")
-    assert handle(q, job) == "dead"
+    assert handle(q, job, DEMO) == "dead"
     assert imported == []
 
 
@@ -76,17 +79,17 @@ def test_a_report_from_a_lost_lease_says_lost(q, clock):
     job = claim_one(q, "noop")
     clock.advance(31)
     q.claim("other")
-    assert handle(q, job) == "lost"
+    assert handle(q, job, DEMO) == "lost"
 
 
 def test_demo_handlers_behave_as_the_course_describes(q):
     q.db.execute(LEDGER_TABLE)
     for n in range(20):
         q.enqueue("credit", {"n": n})
-    outcomes = [handle(q, job) for job in q.claim("w", limit=20)]
+    outcomes = [handle(q, job, DEMO) for job in q.claim("w", limit=20)]
     assert outcomes == ["done"] * 19 + ["queued"]  # job 20 times out on its first attempt
     assert tuple(state(q, 20)) == ("queued", "TimeoutError: upstream timed out")
-    assert set(registry.HANDLERS) >= {"noop", "report", "poison", "credit", "slow", "bad"}
+    assert set(DEMO) == {"noop", "report", "poison", "credit", "slow", "bad"}
 
 
 def test_run_drains_the_queue_and_leaves_when_idle(tmp_path):
@@ -96,7 +99,7 @@ def test_run_drains_the_queue_and_leaves_when_idle(tmp_path):
     with JobQueue(path) as q:
         q.enqueue_many("noop", [{}] * 5)
     naps = []
-    assert run(str(path), "w", 30, idle_exit=0, sleep=naps.append) == 5
+    assert run(str(path), "w", 30, idle_exit=0, sleep=naps.append, handlers=DEMO) == 5
     with JobQueue(path) as q:
         assert states(q) == {"done": 5}
 
@@ -107,7 +110,7 @@ def test_run_stops_after_max_jobs_or_a_stop_request(tmp_path):
     path = tmp_path / "stop.db"
     with JobQueue(path) as q:
         q.enqueue_many("noop", [{}] * 5)
-    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2) == 2
+    assert run(str(path), "w", 30, idle_exit=0, max_jobs=2, handlers=DEMO) == 2
     stop = StopFlag()
     stop.requested = True
     assert run(str(path), "w", 30, idle_exit=0, stop=stop) == 0
@@ -145,3 +148,9 @@ def test_cli_refuses_a_bad_lease(capsys):
         main(["x.db", "w", "0"])
     assert exit_info.value.code == 2
     assert "LEASE_SECONDS must be more than zero, got 0.0" in capsys.readouterr().err
+
+
+def test_the_ledger_effect_creates_its_table_on_a_fresh_database(q):
+    job = claim_one(q, "credit")
+    assert handle(q, job, {"credit": lambda job, q: ledger_effect(job)}) == "done"
+    assert ledger(q) == [(1, 1)]

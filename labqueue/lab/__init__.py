@@ -1,10 +1,18 @@
-"""Experiment harnesses, widgets and plots that the notebooks call, one module per topic."""
+"""The course: experiment harnesses, widgets and plots that the notebooks call, one module
+per topic, with the demo handlers, the fake-clock walks and scratch databases they share.
+
+The queue itself (``labqueue``) imports nothing from here."""
 
 from __future__ import annotations
 
 import inspect
 import textwrap
 from typing import Any
+
+from .demo_handlers import DEMO_HANDLERS, start_demo_worker
+from .scratch import db_path, work_folder
+
+__all__ = ["DEMO_HANDLERS", "db_path", "show_source", "source_of", "start_demo_worker", "work_folder"]
 
 
 def source_of(obj: Any) -> str:

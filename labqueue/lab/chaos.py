@@ -9,10 +9,10 @@ import html
 import os
 from typing import Any
 
-from ..chaos import ChaosConfig, ChaosResult, run
-from ..chaos_check import figures
-from ..scratch import db_path
+from ..chaos.check import figures
+from ..chaos.supervisor import ChaosConfig, ChaosResult, run
 from .assets import data_file, figure_png
+from .scratch import db_path
 
 DATA_FILE = "chaos_tutorial.csv"
 LIFE_COLOUR = "#a6bddb"

@@ -23,9 +23,9 @@ from .. import sql
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
-from ..scratch import db_path
-from ..walks import Folder
 from .assets import data_file, figure_png
+from .scratch import db_path
+from .walks import Folder
 
 BASE = 1_000_000.0
 N_QUEUED = 1_000

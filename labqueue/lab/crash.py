@@ -19,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InvalidArgument
-from ..procs import kill_tree, start_worker
+from ..procs import kill_tree
 from ..queue import JobQueue
-from ..scratch import db_path
+from .demo_handlers import start_demo_worker
+from .scratch import db_path
 
 LEASE = 2.0
 STALLED_REPORT = {"stall_first_attempt": True}  # attempt 1 hangs for 60 s; later ones take 0.2 s
@@ -115,11 +116,11 @@ def crash_recovery(lease: float = LEASE, folder: str | Path | None = None, timeo
     watcher = Watcher(path, run)
     w1 = w2 = None
     try:
-        w1 = start_worker(path, "w1", lease)
+        w1 = start_demo_worker(path, "w1", lease)
         watcher.until(lambda r: r["state"] == "running", timeout, "w1 to claim the job")
         run.killed_at = round(time.time() - run.started, 3)
         run.killed_pids = kill_tree(w1)
-        w2 = start_worker(path, "w2", lease, idle_exit=2 * lease + 5)
+        w2 = start_demo_worker(path, "w2", lease, idle_exit=2 * lease + 5)
         run.second_started_at = round(time.time() - run.started, 3)
         final = watcher.until(lambda r: r["state"] == "done", timeout + lease, "w2 to finish the job")
     finally:
@@ -240,7 +241,7 @@ class CrashLab:
 
     def start(self) -> str:
         name = f"w{len(self.procs) + 1}"
-        self.procs[name] = start_worker(self.path, name, self.lease, idle_exit=30)
+        self.procs[name] = start_demo_worker(self.path, name, self.lease, idle_exit=30)
         return self._say(f"started worker {name} (pid {self.procs[name].pid})")
 
     def kill(self) -> str:

@@ -15,12 +15,12 @@ import pandas as pd
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..handlers import LEDGER_TABLE, ledger_effect
 from ..queue import Effect, Job, JobQueue
-from ..scratch import db_path
-from ..walks import ADA_GRANT, LEASE, Folder, add_credits, credits, grant_queue
 from ..worker import error_text
 from .assets import figure_png
+from .demo_handlers import LEDGER_TABLE, ledger_effect
+from .scratch import db_path
+from .walks import ADA_GRANT, LEASE, Folder, add_credits, credits, grant_queue
 
 Design = Literal["separate", "together"]
 DESIGNS: tuple[Design, ...] = ("separate", "together")

@@ -21,9 +21,9 @@ import pandas as pd
 from ..errors import InvalidArgument
 from ..keepalive import KeepAlive
 from ..queue import Job, JobQueue
-from ..scratch import db_path
-from ..walks import Folder
 from .assets import figure_png
+from .scratch import db_path
+from .walks import Folder
 
 POLL_SECONDS = 0.05  # how often an idle worker asks for a job
 SAMPLE_SECONDS = 0.01  # how often the sampler reads the job's row

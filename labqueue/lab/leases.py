@@ -12,8 +12,8 @@ import pandas as pd
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
-from ..scratch import db_path
-from ..walks import ONE_ROW
+from .scratch import db_path
+from .walks import ONE_ROW
 
 LEASE = 30.0
 START = 1000.0

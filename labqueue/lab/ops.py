@@ -1,6 +1,6 @@
 """Notebook 10: what to watch on a live queue, what to alert on, and putting dead jobs back.
 
-The dashboard drains a shuffled mix of demo jobs (credit, bad, noop from labqueue.handlers)
+The dashboard drains a shuffled mix of demo jobs (credit, bad, noop from labqueue.lab.demo_handlers)
 with real worker processes and samples ``JobQueue.stats()`` while they run. Every sample is
 read in one snapshot together with a plain full-table count, so the notebook can show that
 the cheap, index-only numbers are the true ones.
@@ -20,10 +20,10 @@ from typing import Any
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..handlers import HANDLERS, LEDGER_TABLE
-from ..procs import kill_tree, start_worker
+from ..procs import kill_tree
 from ..queue import JobQueue
 from .assets import figure_png
+from .demo_handlers import HANDLERS, LEDGER_TABLE, start_demo_worker
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
 DEMO_MAX_ATTEMPTS = 3
@@ -194,7 +194,7 @@ class Dashboard:
             fresh = self.workers - len(self.procs)
             for n in range(fresh):
                 name = f"dash-{int(self.clock() * 1000) % 100_000}-{n}"
-                self.procs.append(start_worker(self.path, name, self.lease_seconds, self.idle_exit))
+                self.procs.append(start_demo_worker(self.path, name, self.lease_seconds, self.idle_exit))
         return fresh
 
     def stop_workers(self, timeout: float = 10.0) -> None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import InvalidArgument
-from ..scratch import db_path
+from .scratch import db_path
 
 Claim = Callable[[sqlite3.Connection, str], "tuple[int | None, int]"]
 

@@ -16,11 +16,12 @@ import pandas as pd
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..procs import kill_tree, start_worker
+from ..procs import kill_tree
 from ..queue import JobQueue
-from ..scratch import db_path
-from ..walks import ONE_ROW, Folder
 from .assets import figure_png
+from .demo_handlers import start_demo_worker
+from .scratch import db_path
+from .walks import ONE_ROW, Folder
 
 # -- full jitter ---------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ def poison_rounds(
     with JobQueue(path, lease_seconds=lease, max_attempts=max_attempts) as q:
         q.enqueue("poison", {})
         for number in range(1, max_attempts + 2):
-            proc = start_worker(path, f"w{number}", lease, idle_exit)
+            proc = start_demo_worker(path, f"w{number}", lease, idle_exit)
             try:
                 exit_code = proc.wait(timeout=60)
             finally:

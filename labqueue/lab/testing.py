@@ -22,8 +22,8 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..queue import JobQueue
-from ..scratch import db_path
 from .assets import figure_png
+from .scratch import db_path
 
 DEFAULT_TARGETS = ("tests/test_queue.py",)
 SLOW_TARGETS = ("tests/test_processes.py",)  # real processes and real time: much slower

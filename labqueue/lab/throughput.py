@@ -22,8 +22,8 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..procs import kill_tree
 from ..queue import SYNCHRONOUS_LEVELS, JobQueue
-from ..scratch import db_path
 from .assets import data_file, figure_png
+from .scratch import db_path
 from .throughput_worker import RESULTS_TABLE
 
 TUTORIAL_JOBS = 10_000

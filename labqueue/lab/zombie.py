@@ -15,9 +15,9 @@ from pathlib import Path
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
-from ..scratch import db_path
-from ..walks import ONE_ROW, unfenced_fail
 from .assets import data_file, figure_png
+from .scratch import db_path
+from .walks import ONE_ROW, unfenced_fail
 
 LEASE = 30.0
 TAKEOVER_AT = 31.0  # worker-b's claim, one second after worker-a's lease ended

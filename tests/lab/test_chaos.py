@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from labqueue.chaos import ChaosConfig, ChaosResult, Fault, WorkerLife
-from labqueue.chaos_check import JobRow, check_run
+from labqueue.chaos.check import JobRow, check_run
+from labqueue.chaos.supervisor import ChaosConfig, ChaosResult, Fault, WorkerLife
 from labqueue.lab import chaos as lab
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from labqueue import FakeClock, InvalidArgument, JobQueue, walks
-from labqueue.lab import ops
+from labqueue import FakeClock, InvalidArgument, JobQueue
+from labqueue.lab import ops, walks
 
 
 def test_read_counts_agree_on_the_tutorial_walk(tmp_path):

@@ -1,8 +1,8 @@
 import matplotlib.pyplot as plt
 import pytest
 
-from labqueue import InvalidArgument, walks
-from labqueue.lab import zombie
+from labqueue import InvalidArgument
+from labqueue.lab import walks, zombie
 
 
 def test_unfenced_late_fail_runs_the_handler_three_times(tmp_path):

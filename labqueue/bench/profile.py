@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .bench_contenders import CONTENDERS, DB_FILE, LEASE_SECONDS
-from .queue import JobQueue
+from ..queue import JobQueue
+from .contenders import CONTENDERS, DB_FILE, LEASE_SECONDS
 
 PROFILED = ("worker_loop", "tutorial", "floor_one_tx", "floor_take")
 TRACED_JOBS = 500

@@ -23,7 +23,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,12 +32,12 @@ from pathlib import Path
 
 import psutil
 
-from .chaos_check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
-from .errors import InvalidArgument
-from .handlers import LEDGER_TABLE
-from .procs import kill_tree, start_worker
-from .queue import JobQueue
-from .scratch import db_path
+from ..errors import InvalidArgument
+from ..lab.demo_handlers import LEDGER_TABLE, start_demo_worker
+from ..lab.scratch import db_path
+from ..procs import kill_tree
+from ..queue import JobQueue
+from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 
 TICK = 0.05  # how often the supervisor looks at its workers, in seconds
 # Times in these tables are seconds since chaos_run.started (a wall-clock time, like
@@ -262,7 +261,7 @@ class Supervisor:
                 entry = None
             if entry is None:
                 name = f"w{len(self.lives)}"
-                proc = start_worker(self.path, name, self.config.lease, self.config.idle_exit)
+                proc = start_demo_worker(self.path, name, self.config.lease, self.config.idle_exit)
                 life = WorkerLife(name, i, proc.pid, self.now())
                 self.lives.append(life)
                 self.slots[i] = (proc, life)
@@ -495,6 +494,3 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(result.report()))
     return 0 if result.passed else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

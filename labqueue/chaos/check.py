@@ -8,12 +8,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .sql import LAST_ATTEMPT_EXPIRED
+from ..sql import LAST_ATTEMPT_EXPIRED
 
 TUTORIAL_MIX: dict[str, int] = {"credit": 260, "slow": 6, "poison": 10, "bad": 24}
 EXPECTED_STATE = {"credit": "done", "slow": "done", "poison": "dead", "bad": "dead"}
-SLOW_STALL_SECONDS = 2.0  # labqueue.handlers.slow stalls this long on attempt 1
-CREDIT_TIMEOUT_EVERY = 20  # labqueue.handlers.credit fails attempt 1 of every 20th job id
+SLOW_STALL_SECONDS = 2.0  # labqueue.lab.demo_handlers.slow stalls this long on attempt 1
+CREDIT_TIMEOUT_EVERY = 20  # labqueue.lab.demo_handlers.credit fails attempt 1 of every 20th job id
 
 
 @dataclass(frozen=True)

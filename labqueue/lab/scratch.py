@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 SCRATCH_ENV = "LABQUEUE_WORK"
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import worker
-from .queue import JobQueue
+from .. import worker
+from ..queue import JobQueue
 
 LEASE_SECONDS = 60.0
 DB_FILE = "jobs.db"

@@ -12,10 +12,10 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .clock import FakeClock
-from .queue import Effect, Job, JobQueue
+from ..clock import FakeClock
+from ..queue import Effect, Job, JobQueue
+from ..worker import error_text
 from .scratch import db_path
-from .worker import error_text
 
 Folder = str | Path | None
 
