@@ -21,7 +21,7 @@ from .errors import (
 from .handlers import handler
 from .keepalive import KeepAlive
 from .procs import kill_tree, start_worker
-from .queue import Job, JobQueue
+from .queue import Job, JobQueue, JobRecord
 from .sql import SCHEMA
 from .versions import sqlite_report
 
@@ -33,6 +33,7 @@ __all__ = [
     "InvalidArgument",
     "Job",
     "JobQueue",
+    "JobRecord",
     "KeepAlive",
     "LabqueueError",
     "NotADatabase",

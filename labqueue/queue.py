@@ -49,6 +49,29 @@ class Job:
     lease_expires_at: float
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """A job's row as stored, read back for a person or a test (not a lease: use claim()).
+    `payload` is the stored JSON text, undecoded, so any row can be read."""
+
+    id: int
+    kind: str
+    payload: str
+    state: str
+    attempts: int
+    max_attempts: int
+    visible_at: float
+    lease_token: str | None
+    worker: str | None
+    last_error: str | None
+    dedupe_key: str | None
+    created_at: float
+    finished_at: float | None
+
+
+STATES = ("queued", "running", "done", "dead")
+
+
 class JobQueue:
     """The queue on one SQLite file. Open one per process or thread; it is not shared.
 
@@ -350,6 +373,41 @@ class JobQueue:
             "dead": dead,
         }
 
+    # -- reading jobs back --------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord | None:
+        """The stored row of job `job_id`, or None if there is none."""
+        _whole_id(job_id)
+        row = self.db.execute(sql.JOB, (job_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    def jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """Stored rows in id order, filtered by state (one or several) and kind. Reads the
+        whole table when unfiltered: for people and tests, not for the hot path."""
+        states = _states(state)
+        if kind is not None:
+            _kind(kind)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidArgument(f"limit must be a whole number of zero or more, or None, got {limit!r}")
+        params = {
+            "states": None if states is None else json.dumps(states),
+            "kind": kind,
+            "limit": -1 if limit is None else limit,
+        }
+        return [_record(row) for row in self.db.execute(sql.JOBS, params)]
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state (every state listed, zeros included). Counts
+        the whole table: stats() is the cheap reading for a dashboard."""
+        found = {row["state"]: row["n"] for row in self.db.execute(sql.COUNTS)}
+        return {state: found.get(state, 0) for state in STATES}
+
     def close(self) -> None:
         self.db.close()
 
@@ -375,6 +433,10 @@ def _job(row: sqlite3.Row) -> Job:
     )
 
 
+def _record(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(**{name: row[name] for name in sql.COLUMNS})
+
+
 def _job_from_tuple(row: tuple | None) -> Job | None:
     """A CLAIM_NEXT row (id, kind, payload, attempts, max_attempts, lease_token, visible_at, state)."""
     if row is None:
@@ -394,6 +456,22 @@ def _to_json(payload: Any) -> str:
 def _kind(kind: object) -> None:
     if not isinstance(kind, str) or not kind:
         raise InvalidArgument(f"kind must be a non-empty string, got {kind!r}")
+
+
+def _whole_id(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument(f"a job id must be a whole number, got {value!r}")
+    return value
+
+
+def _states(state: str | Iterable[str] | None) -> list[str] | None:
+    if state is None:
+        return None
+    chosen = [state] if isinstance(state, str) else list(state)
+    unknown = [s for s in chosen if s not in STATES]
+    if unknown or not chosen:
+        raise InvalidArgument(f"state must be one or more of {', '.join(STATES)}, got {state!r}")
+    return chosen
 
 
 def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:

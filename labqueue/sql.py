@@ -184,3 +184,17 @@ STATS_DEAD = "SELECT COUNT(*) AS n FROM jobs WHERE state = 'dead'"
 
 # Every statement stats() runs, for the test that none of them scans finished rows.
 STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD)
+
+# Reading jobs back (operators, tests, the course). Filters that are NULL match every
+# row; the states travel as one JSON array parameter; LIMIT -1 means no limit.
+JOB = "SELECT * FROM jobs WHERE id = ?"
+
+JOBS = """
+SELECT * FROM jobs
+ WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+   AND (:kind IS NULL OR kind = :kind)
+ ORDER BY id
+ LIMIT :limit
+"""
+
+COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"

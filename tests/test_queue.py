@@ -7,12 +7,13 @@ starts at t=1000 with 30-second leases, three attempts and retry ceilings of
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 
 import pytest
 
-from labqueue import SCHEMA, Job, JobQueue, sql
+from labqueue import SCHEMA, InvalidArgument, Job, JobQueue, sql
 from labqueue.sql import INDEXES, TABLE
 
 T0 = 1000.0
@@ -544,3 +545,43 @@ def test_a_second_connection_sees_committed_work(make_queue):
     job = take(consumer)
     assert consumer.complete(job)
     assert producer.stats()["queued"] == 0
+
+
+# -- reading jobs back ---------------------------------------------------------------------
+
+
+def test_job_reads_one_stored_row_and_none_for_a_missing_id(q, clock):
+    job_id = q.enqueue("email", {"to": "ada"}, dedupe_key="welcome:ada")
+    record = q.job(job_id)
+    assert (record.id, record.kind, record.state, record.attempts) == (job_id, "email", "queued", 0)
+    assert json.loads(record.payload) == {"to": "ada"}
+    assert (record.dedupe_key, record.created_at, record.visible_at) == ("welcome:ada", clock(), clock())
+    assert q.job(job_id + 1) is None
+
+
+def test_jobs_filters_by_state_and_kind_in_id_order(q):
+    q.enqueue_many("a", [{}, {}, {}])
+    q.enqueue("b", {})
+    first, _ = q.claim("w", limit=2)
+    q.complete(first)
+    assert [r.id for r in q.jobs()] == [1, 2, 3, 4]
+    assert [r.id for r in q.jobs(state="queued")] == [3, 4]
+    assert [r.id for r in q.jobs(state=("done", "running"))] == [1, 2]
+    assert [r.id for r in q.jobs(state="queued", kind="a")] == [3]
+    assert [r.id for r in q.jobs(limit=2)] == [1, 2]
+    assert q.counts() == {"queued": 2, "running": 1, "done": 1, "dead": 0}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q: q.job("1"),
+        lambda q: q.jobs(state="finished"),
+        lambda q: q.jobs(state=[]),
+        lambda q: q.jobs(kind=""),
+        lambda q: q.jobs(limit=-1),
+    ],
+)
+def test_reading_back_refuses_bad_filters_by_name(q, call):
+    with pytest.raises(InvalidArgument):
+        call(q)
