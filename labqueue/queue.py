@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -70,6 +70,18 @@ class JobRecord:
 
 
 STATES = ("queued", "running", "done", "dead")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What running one claimed job came to, for settle(): a success (with the effect
+    to commit alongside the completion, if any) or a failure (`error` set)."""
+
+    job: Job
+    effect: Effect | None = None
+    error: str | None = None
+    retry: bool = True
+
 
 
 class JobQueue:
@@ -339,6 +351,120 @@ class JobQueue:
             cur = db.execute(sql.HEARTBEAT, (self.clock() + self.lease_seconds, job.id, job.lease_token))
         return cur.rowcount == 1
 
+    # -- group commit: a batch per write transaction -------------------------------
+    # The worker's path when the queue is deep: claim a batch, run it, then report every
+    # job of it and claim the next batch in one write transaction. Each job keeps its own
+    # rules: its completion is fenced by its token, its effect commits with its completion
+    # or not at all (a savepoint per job), its failure is retried or dead-lettered. What
+    # the batch shares is the transaction, so one commit (one WAL sync) serves many jobs.
+
+    def claim_batch(self, worker: str, limit: int) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, oldest first, after a read has shown
+        that something is ready (an empty queue costs no write lock). A job that was
+        handed out before (attempts > 0: its worker may have crashed on it) comes alone,
+        so a job that kills its worker cannot take a batch of others down with it twice."""
+        if not self.any_ready():
+            return []
+        with self._tx():
+            rows = self._claim_batch(worker, limit)
+        return self._decoded(rows)
+
+    def settle(
+        self, finished: Sequence[Finished], *, claim_for: str | None = None, limit: int = 1
+    ) -> tuple[list[str], list[Job]]:
+        """Report every job in `finished` in one write transaction and, when `claim_for`
+        names a worker, claim its next batch of up to `limit` jobs in the same one.
+
+        Returns each job's outcome ("done", "queued", "dead", or "lost" for a job whose
+        lease was no longer ours) and the jobs claimed. A stale token rejects that job
+        only; an effect that raises rolls back that job's completion only (a savepoint)
+        and fails it with the error, while the rest of the batch still commits."""
+        outcomes: list[str] = []
+        with self._tx():
+            now = self.clock()
+            for report in finished:
+                outcomes.append(self._settle_one(report, now))
+            rows = self._claim_batch(claim_for, limit) if claim_for is not None else []
+        return outcomes, self._decoded(rows)
+
+    def extend(self, jobs: Sequence[Job]) -> list[Job]:
+        """Heartbeat several jobs in one write transaction: each lease that is still ours
+        runs to clock() + lease_seconds. Returns those jobs with their new deadline; a job
+        missing from the result has been taken over and must not be run or reported."""
+        kept = []
+        with self._tx():
+            deadline = self.clock() + self.lease_seconds
+            for job in jobs:
+                if self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token)).rowcount == 1:
+                    kept.append(replace(job, lease_expires_at=deadline))
+        return kept
+
+    def release(self, jobs: Sequence[Job]) -> int:
+        """Give back claimed jobs that were never started (a warm stop mid-batch): queued
+        and ready at once, the attempt the claim counted returned. Returns how many were
+        still ours."""
+        released = 0
+        with self._tx():
+            now = self.clock()
+            for job in jobs:
+                params = {"now": now, "id": job.id, "token": job.lease_token}
+                released += self._hot.execute(sql.RELEASE, params).rowcount
+        return released
+
+    def _claim_batch(self, worker: str, limit: int) -> list[tuple]:
+        """The batch claim inside the caller's transaction: retire leases that ran out on
+        a last attempt, read the next ready ids, lease exactly those."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
+        now = self.clock()
+        self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
+        ids = _batch_ids(self._hot.execute(sql.READY_IDS, {"now": now, "limit": limit}).fetchall())
+        if not ids:
+            return []
+        params = {
+            "lease_end": now + self.lease_seconds,
+            "token": secrets.token_hex(16),
+            "worker": worker,
+            "ids": json.dumps(ids),
+        }
+        return self._hot.execute(sql.CLAIM_IDS, params).fetchall()
+
+    def _settle_one(self, report: Finished, now: float) -> str:
+        job = report.job
+        if report.error is not None:
+            return self._fail_in_tx(job, report.error, retry=report.retry, now=now)
+        if report.effect is None:
+            accepted = self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
+            return "done" if accepted else "lost"
+        self._hot.execute("SAVEPOINT job")
+        try:
+            if self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount != 1:
+                return "lost"
+            report.effect(self.db)
+            return "done"
+        except Exception as exc:  # this job's completion and effect are undone, no other job's
+            self._hot.execute("ROLLBACK TO job")
+            return self._fail_in_tx(job, f"{type(exc).__name__}: {exc}", retry=True, now=now)
+        finally:
+            self._hot.execute("RELEASE job")
+
+    def _fail_in_tx(self, job: Job, error: str, *, retry: bool, now: float) -> str:
+        params = {
+            "final": not retry,
+            "retry_at": now + self.backoff_delay(job.attempts),
+            "now": now,
+            "error": error[:MAX_ERROR_CHARS],
+            "id": job.id,
+            "token": job.lease_token,
+        }
+        row = self._hot.execute(sql.FAIL, params).fetchone()
+        return "lost" if row is None else row[0]
+
+    def _decoded(self, rows: list[tuple]) -> list[Job]:
+        """Claimed rows as Jobs, decoded after COMMIT so the write lock is held no longer
+        than needed."""
+        return sorted((_job_from_tuple(row) for row in rows), key=lambda job: job.id)
+
     # -- operating --------------------------------------------------------------
 
     def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
@@ -442,6 +568,21 @@ def _job_from_tuple(row: tuple | None) -> Job | None:
     if row is None:
         return None
     return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
+
+
+def _batch_ids(ready: list[tuple[int, int]]) -> list[int]:
+    """Which of the ready (id, attempts) rows one batch takes: a job handed out before
+    alone, else the leading run of jobs never handed out."""
+    if not ready:
+        return []
+    if ready[0][1] > 0:
+        return [ready[0][0]]
+    batch = []
+    for job_id, attempts in ready:
+        if attempts > 0:
+            break
+        batch.append(job_id)
+    return batch
 
 
 def _to_json(payload: Any) -> str:

@@ -154,6 +154,39 @@ UPDATE jobs SET visible_at = ?
  WHERE id = ? AND lease_token = ? AND state = 'running'
 """
 
+# -- group commit: the worker's batch path -----------------------------------------------
+# Under SQLite's single writer the claim can be two plain statements inside the
+# BEGIN IMMEDIATE transaction that already holds the write lock: read the next ready
+# ids, then update exactly those rows. Nobody can change a row between the two, so this
+# is as safe as one UPDATE ... WHERE id IN (subquery), and cheaper to run. (PostgreSQL,
+# with many writers, keeps the one-statement form with FOR UPDATE SKIP LOCKED.)
+# READY_IDS leaves out the leases that ran out on a last attempt: RETIRE_EXHAUSTED
+# turns those dead first, in the same transaction.
+READY_IDS = """
+SELECT id, attempts FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at <= :now
+ ORDER BY visible_at, id
+ LIMIT :limit
+"""
+
+# The ids travel as one JSON array parameter, so any batch size is one statement text.
+CLAIM_IDS = """
+UPDATE jobs
+   SET state = 'running', attempts = attempts + 1,
+       visible_at = :lease_end, lease_token = :token, worker = :worker
+ WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+"""
+
+# A claimed job the worker never started (a warm stop in the middle of a batch): back to
+# queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
+RELEASE = """
+UPDATE jobs
+   SET state = 'queued', attempts = attempts - 1, visible_at = :now,
+       lease_token = NULL, worker = NULL
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
 REQUEUE_DEAD = """
 UPDATE jobs
    SET state = 'queued', attempts = 0, visible_at = ?, finished_at = NULL
