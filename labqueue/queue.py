@@ -9,7 +9,6 @@ import random
 import secrets
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -238,23 +237,14 @@ class JobQueue:
         Readiness is a single test, visible_at <= now. The column holds a queued job's
         start time and a running job's lease deadline, so an expired lease is picked up
         here and no reaper is needed. Jobs whose lease ran out on their last attempt
-        become dead."""
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
-        now = self.clock()
-        params = {
-            "now": now,
-            "lease_end": now + self.lease_seconds,
-            "token": uuid.uuid4().hex,
-            "worker": worker,
-            "limit": limit,
-        }
-        with self._tx() as db:
-            db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
-            # fetchall() matters: an undrained RETURNING cursor keeps the statement,
-            # and with it the write lock, alive.
-            rows = db.execute(sql.CLAIM, params).fetchall()
-        return sorted((_job(row) for row in rows), key=lambda job: job.id)
+        become dead. It looks before it locks: on an empty queue it returns [] after one
+        read, without taking the write lock."""
+        _limit(limit)
+        if not self.any_ready():
+            return []
+        with self._tx():
+            rows = self._claim_rows(worker, limit, alone_if_handed_out=False)
+        return self._decoded(rows)
 
     def complete(self, job: Job, effect: Effect | None = None) -> bool:
         """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
@@ -304,12 +294,9 @@ class JobQueue:
         return bool(self._hot.execute(sql.READY_PROBE, (self.clock(),)).fetchall())
 
     def claim_next(self, worker: str) -> Job | None:
-        """Lease the next ready job to `worker`, or return None. The same rules as
-        claim(worker): oldest first, attempts counted, and jobs whose lease ran out on
-        their last attempt retired as dead, all in one statement."""
-        with self._tx():
-            row = self._claim_next(worker)
-        return _job_from_tuple(row)
+        """Lease the next ready job to `worker`, or return None: claim_batch(worker, 1)."""
+        jobs = self.claim_batch(worker, 1)
+        return jobs[0] if jobs else None
 
     def complete_and_claim(
         self, job: Job, worker: str, effect: Effect | None = None
@@ -324,25 +311,9 @@ class JobQueue:
             accepted = self._hot.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount == 1
             if accepted and effect is not None:
                 effect(db)
-            row = self._claim_next(worker)
-        return accepted, _job_from_tuple(row)  # decoded after COMMIT: the lock is held no longer than needed
-
-    def _claim_next(self, worker: str) -> tuple | None:
-        """CLAIM_NEXT inside the caller's transaction: the claimed row, if any (retired
-        rows are dropped)."""
-        now = self.clock()
-        params = {
-            "now": now,
-            "lease_end": now + self.lease_seconds,
-            "token": secrets.token_hex(16),
-            "worker": worker,
-            "limit": 1,
-            "reason": sql.LAST_ATTEMPT_EXPIRED,
-        }
-        for row in self._hot.execute(sql.CLAIM_NEXT, params).fetchall():
-            if row[7] == "running":
-                return row
-        return None
+            rows = self._claim_rows(worker, 1, alone_if_handed_out=True)
+        jobs = self._decoded(rows)
+        return accepted, (jobs[0] if jobs else None)
 
     def heartbeat(self, job: Job) -> bool:
         """Move the lease deadline to clock() + lease_seconds. Returns False, changing
@@ -363,10 +334,11 @@ class JobQueue:
         that something is ready (an empty queue costs no write lock). A job that was
         handed out before (attempts > 0: its worker may have crashed on it) comes alone,
         so a job that kills its worker cannot take a batch of others down with it twice."""
+        _limit(limit)
         if not self.any_ready():
             return []
         with self._tx():
-            rows = self._claim_batch(worker, limit)
+            rows = self._claim_rows(worker, limit, alone_if_handed_out=True)
         return self._decoded(rows)
 
     def settle(
@@ -384,7 +356,7 @@ class JobQueue:
             now = self.clock()
             for report in finished:
                 outcomes.append(self._settle_one(report, now))
-            rows = self._claim_batch(claim_for, limit) if claim_for is not None else []
+            rows = [] if claim_for is None else self._claim_rows(claim_for, limit, alone_if_handed_out=True)
         return outcomes, self._decoded(rows)
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
@@ -411,14 +383,16 @@ class JobQueue:
                 released += self._hot.execute(sql.RELEASE, params).rowcount
         return released
 
-    def _claim_batch(self, worker: str, limit: int) -> list[tuple]:
-        """The batch claim inside the caller's transaction: retire leases that ran out on
-        a last attempt, read the next ready ids, lease exactly those."""
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
+    def _claim_rows(self, worker: str, limit: int, *, alone_if_handed_out: bool) -> list[tuple]:
+        """The claim inside the caller's write transaction: retire the leases that ran out
+        on a last attempt, read the next ready ids, lease exactly those. Under SQLite's
+        single writer nothing can change a row between the read and the update, because
+        BEGIN IMMEDIATE took the write lock before either ran."""
+        _limit(limit)
         now = self.clock()
         self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
-        ids = _batch_ids(self._hot.execute(sql.READY_IDS, {"now": now, "limit": limit}).fetchall())
+        ready = self._hot.execute(sql.READY_IDS, {"now": now, "limit": limit}).fetchall()
+        ids = _batch_ids(ready) if alone_if_handed_out else [job_id for job_id, _ in ready]
         if not ids:
             return []
         params = {
@@ -427,6 +401,8 @@ class JobQueue:
             "worker": worker,
             "ids": json.dumps(ids),
         }
+        # fetchall() matters: an undrained RETURNING cursor keeps the statement, and with
+        # it the write lock, alive.
         return self._hot.execute(sql.CLAIM_IDS, params).fetchall()
 
     def _settle_one(self, report: Finished, now: float) -> str:
@@ -547,26 +523,12 @@ class JobQueue:
         return f"JobQueue({str(self.path)!r}, lease_seconds={self.lease_seconds})"
 
 
-def _job(row: sqlite3.Row) -> Job:
-    return Job(
-        id=row["id"],
-        kind=row["kind"],
-        payload=json.loads(row["payload"]),
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        lease_token=row["lease_token"],
-        lease_expires_at=row["visible_at"],
-    )
-
-
 def _record(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**{name: row[name] for name in sql.COLUMNS})
 
 
-def _job_from_tuple(row: tuple | None) -> Job | None:
-    """A CLAIM_NEXT row (id, kind, payload, attempts, max_attempts, lease_token, visible_at, state)."""
-    if row is None:
-        return None
+def _job_from_tuple(row: tuple) -> Job:
+    """A CLAIM_IDS row (id, kind, payload, attempts, max_attempts, lease_token, visible_at)."""
     return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
 
 
@@ -597,6 +559,11 @@ def _to_json(payload: Any) -> str:
 def _kind(kind: object) -> None:
     if not isinstance(kind, str) or not kind:
         raise InvalidArgument(f"kind must be a non-empty string, got {kind!r}")
+
+
+def _limit(limit: object) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
 
 
 def _whole_id(value: object) -> int:

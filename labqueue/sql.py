@@ -89,41 +89,9 @@ UPDATE jobs
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
 
-# The worker loop's claim: RETIRE_EXHAUSTED and CLAIM folded into one statement, so
-# the common case (nothing to retire) costs no extra statement. The OR's second arm is
-# RETIRE_EXHAUSTED's WHERE word for word, so SQLite answers it from jobs_exhausted
-# alone; the first arm leaves those rows to it. Every SET expression reads the row
-# as it was before the update, so each CASE sees the same condition.
-# Returned rows whose state is 'dead' were retired, the 'running' ones were claimed.
-CLAIM_NEXT = """
-UPDATE jobs
-   SET state       = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN 'dead' ELSE 'running' END,
-       attempts    = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN attempts ELSE attempts + 1 END,
-       visible_at  = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN visible_at ELSE :lease_end END,
-       lease_token = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN NULL ELSE :token END,
-       worker      = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN worker ELSE :worker END,
-       finished_at = CASE WHEN state = 'running' AND attempts >= max_attempts
-                          THEN :now ELSE finished_at END,
-       last_error  = CASE WHEN NOT (state = 'running' AND attempts >= max_attempts) THEN last_error
-                          WHEN last_error IS NULL THEN :reason
-                          ELSE :reason || '; previous error: ' || last_error END
- WHERE id IN (SELECT id FROM jobs
-               WHERE state IN ('queued', 'running') AND visible_at <= :now
-                 AND NOT (state = 'running' AND attempts >= max_attempts)
-               ORDER BY visible_at, id
-               LIMIT :limit)
-    OR (state = 'running' AND attempts >= max_attempts AND visible_at <= :now)
-RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at, state
-"""
-
 # An idle worker's look before it claims: a read through jobs_ready, no write lock,
 # so writers (producers, other workers) carry on while it looks. It is true exactly
-# when CLAIM_NEXT would change a row: a ready job, or an expired lease to retire.
+# when a claim would change a row: a ready job, or an expired lease to retire.
 READY_PROBE = """
 SELECT 1 FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= ?

@@ -21,13 +21,22 @@ def test_every_contender_drains_every_job_once_in_one_process(tmp_path, key):
     contender.load(tmp_path, 30)
     seen = contender.drain(contender.open(tmp_path), "w0")
     assert sorted(seen) == list(range(30))
+    assert contender.left(tmp_path) == 0  # the store itself holds every job as finished
     assert contender.drain(contender.open(tmp_path), "w1") == []  # nothing left, nothing redelivered
 
 
-def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100):
+@pytest.mark.parametrize("key", ["labqueue_b10", "tutorial_l1", "huey", "persist_queue", "litequeue"])
+def test_the_store_check_counts_what_a_drain_left(tmp_path, key):
+    contender = CONTENDERS[key]
+    contender.load(tmp_path, 5)
+    assert contender.left(tmp_path) == 5
+
+
+def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100, round=1):
     return {
         "contender": key,
         "procs": procs,
+        "round": round,
         "jobs": 100,
         "deliveries": deliveries,
         "distinct": distinct,
@@ -37,13 +46,15 @@ def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100):
     }
 
 
-def test_summary_takes_medians_and_ratios_to_the_tutorial_style_loop():
-    runs = [fake_run("tutorial", 1, v) for v in (90.0, 100.0, 500.0)]
-    runs += [fake_run("worker_loop", 1, v) for v in (240.0, 250.0, 10.0)]
+def test_summary_takes_medians_and_paired_per_round_ratios():
+    runs = [fake_run("tutorial_l1", 1, v, round=r) for r, v in enumerate((90.0, 100.0, 500.0), 1)]
+    runs += [fake_run("labqueue_b10", 1, v, round=r) for r, v in enumerate((270.0, 250.0, 1000.0), 1)]
     runs += [fake_run("persist_queue", 1, 50.0, deliveries=103)]
     rows = {r["contender"]: r for r in bench.summarize(runs)}
-    assert rows["tutorial"]["median_jobs_per_s"] == 100.0
-    assert rows["worker_loop"]["ratio_to_tutorial"] == 2.4
+    assert rows["tutorial_l1"]["median_jobs_per_s"] == 100.0
+    # rounds: 270/90 = 3.0, 250/100 = 2.5, 1000/500 = 2.0: the median of the paired ratios
+    assert rows["labqueue_b10"]["ratio_rounds"] == [3.0, 2.5, 2.0]
+    assert rows["labqueue_b10"]["ratio_to_tutorial"] == 2.5
     assert rows["persist_queue"]["duplicates"] == 3  # reported, not hidden
 
 
@@ -51,36 +62,36 @@ def fake_results(worker_ratio=2.0, poll_ratio=5.0, growth=1.1, duplicates=0):
     return {
         "summary": [
             {
-                "contender": "worker_loop",
-                "label": CONTENDERS["worker_loop"].label,
+                "contender": "labqueue_b10",
+                "label": CONTENDERS["labqueue_b10"].label,
                 "procs": 1,
                 "median_jobs_per_s": 200.0 * worker_ratio,
                 "ratio_to_tutorial": worker_ratio,
                 "duplicates": duplicates,
             },
             {
-                "contender": "tutorial",
-                "label": CONTENDERS["tutorial"].label,
+                "contender": "tutorial_l1",
+                "label": CONTENDERS["tutorial_l1"].label,
                 "procs": 1,
                 "median_jobs_per_s": 200.0,
                 "ratio_to_tutorial": 1.0,
                 "duplicates": 0,
             },
         ],
-        "empty_poll": {"ratio": poll_ratio, "idle_poll_while_writer_holds_lock": True},
+        "empty_poll": {"ratio": poll_ratio, "labqueue_claim_while_writer_holds_lock": True},
         "claim_latency": {"growth": growth, "sizes": [{"finished": 10_000}, {"finished": 1_000_000}]},
     }
 
 
 def test_targets_say_met_or_missed_with_the_measured_value():
     met = {t["target"]: t for t in bench_report.targets(fake_results(worker_ratio=2.0))}
-    assert met["worker loop vs tutorial-style, 1 proc"] == {
-        "target": "worker loop vs tutorial-style, 1 proc",
+    assert met["worker loop vs the tutorial's statements, 1 proc"] == {
+        "target": "worker loop vs the tutorial's statements, 1 proc",
         "value": 2.0,
         "goal": ">= 2.5",
         "met": False,
     }
-    assert met["idle poll vs empty claim"]["met"]
+    assert met["empty claim: tutorial / labqueue"]["met"]
     assert met["claim with 1,000,000 vs 10,000 finished"]["met"]
     assert not bench_report.targets(fake_results(growth=1.6))[-1]["met"]
 
@@ -91,7 +102,7 @@ def test_plot_comparison_draws_labelled_bars_and_marks_duplicates():
     assert "jobs/s" in ax.get_xlabel()
     assert len(ax.patches) == 2
     assert any("4 duplicate deliveries" in t.get_text() for t in ax.texts)
-    assert ax.get_yticklabels()[0].get_text() == CONTENDERS["worker_loop"].label
+    assert ax.get_yticklabels()[0].get_text() == CONTENDERS["labqueue_b10"].label
     plt.close(fig)
 
 
@@ -100,18 +111,22 @@ def test_summary_frame_lists_the_fastest_first():
     for row in results["summary"]:
         row.update(deliveries=100, distinct=100, finish="lease + fenced complete")
     frame = bench_report.summary_frame(results)
-    assert list(frame["label"]) == [CONTENDERS["worker_loop"].label, CONTENDERS["tutorial"].label]
+    assert list(frame["label"]) == [CONTENDERS["labqueue_b10"].label, CONTENDERS["tutorial_l1"].label]
     assert list(frame["ratio_to_tutorial"]) == [2.0, 1.0]
 
 
 def test_the_profile_counts_statements_transactions_and_frames_per_job(tmp_path):
     rows = {r["contender"]: r for r in profile(100, 1, tmp_path)}
-    fast, tutorial = rows["worker_loop"], rows["tutorial"]
-    assert fast["statements_per_job"] == pytest.approx(4, abs=0.1)  # BEGIN, COMPLETE, CLAIM_NEXT, COMMIT
-    assert fast["write_transactions_per_job"] == pytest.approx(1, abs=0.05)
+    one, ten, tutorial = rows["labqueue_b1"], rows["labqueue_b10"], rows["tutorial_l1"]
+    # a batch of one: BEGIN, COMPLETE, RETIRE, READY_IDS, CLAIM_IDS, COMMIT
+    assert one["statements_per_job"] == pytest.approx(6, abs=0.1)
+    assert one["write_transactions_per_job"] == pytest.approx(1, abs=0.05)
+    # a batch of ten: ten COMPLETEs and the same five others, once per ten jobs
+    assert ten["statements_per_job"] == pytest.approx(1.5, abs=0.1)
+    assert ten["write_transactions_per_job"] == pytest.approx(0.1, abs=0.02)
     assert tutorial["statements_per_job"] == pytest.approx(7, abs=0.1)
     assert tutorial["write_transactions_per_job"] == pytest.approx(2, abs=0.05)
-    assert 0 < fast["wal_frames_per_job"] < tutorial["wal_frames_per_job"]
+    assert 0 < ten["wal_frames_per_job"] < one["wal_frames_per_job"] < tutorial["wal_frames_per_job"]
     assert all(r["cpu_us_per_job"] > 0 for r in rows.values())
 
 
@@ -122,16 +137,16 @@ def test_bad_sizes_are_refused_by_name():
         bench.Sizes(procs=(1, -4))
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
-    with pytest.raises(InvalidArgument, match="contenders must include 'tutorial'"):
-        bench.run_bench(bench.Sizes(**bench.QUICK), keys=["worker_loop"])
+    with pytest.raises(InvalidArgument, match="contenders must include 'tutorial_l1'"):
+        bench.run_bench(bench.Sizes(**bench.QUICK), keys=["labqueue_b10"])
 
 
 def test_a_worker_that_dies_without_reporting_ends_the_run():
     class Dead:
         exitcode = 1
 
-    with pytest.raises(RuntimeError, match="worker_loop: a worker process exited with code 1"):
-        bench._collect("worker_loop", queue.Queue(), [Dead()])
+    with pytest.raises(RuntimeError, match="labqueue_b10: a worker process exited with code 1"):
+        bench._collect("labqueue_b10", queue.Queue(), [Dead()])
 
 
 def test_load_results_names_a_missing_file(tmp_path):
@@ -146,14 +161,14 @@ def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsy
     assert bench.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert {r["contender"] for r in results["summary"]} == set(CONTENDERS)
-    ours = ("worker_loop", "tutorial", "floor_one_tx", "floor_two_tx", "floor_take")
+    ours = ("labqueue_b1", "labqueue_b10", "labqueue_b100", "tutorial_l1", "tutorial_l10", "floor_one_tx")
     for row in results["summary"]:  # the peers' losses and duplicates are reported, not tested
         if row["contender"] in ours:
             assert row["distinct"] == row["rounds"] * results["meta"]["sizes"]["jobs"], row
-            assert row["duplicates"] == 0 and row["missed"] == 0, row
-    assert results["empty_poll"]["idle_poll_while_writer_holds_lock"] is True
-    assert results["empty_poll"]["empty_claim_while_writer_holds_lock"] is False
-    assert {r["contender"] for r in results["profile"]} >= {"worker_loop", "tutorial"}
+            assert row["duplicates"] == 0 and row["missed"] == 0 and row["left_in_store"] == 0, row
+    assert results["empty_poll"]["labqueue_claim_while_writer_holds_lock"] is True
+    assert results["empty_poll"]["tutorial_claim_while_writer_holds_lock"] is False
+    assert {r["contender"] for r in results["profile"]} >= {"labqueue_b10", "tutorial_l1"}
     assert "targets:" in capsys.readouterr().out
     assert bench_report.load_results(out) == results
 
@@ -163,7 +178,7 @@ def test_a_missing_peer_library_is_named_before_anything_runs(monkeypatch, capsy
     monkeypatch.setattr(
         bench.importlib.util, "find_spec", lambda name: None if name == "huey" else real(name)
     )
-    assert bench.missing_peers(["worker_loop", "tutorial", "huey", "litequeue"]) == ["huey"]
+    assert bench.missing_peers(["labqueue_b10", "tutorial_l1", "huey", "litequeue"]) == ["huey"]
     with pytest.raises(SystemExit) as exited:
         bench.main(["--quick"])
     assert exited.value.code == 2

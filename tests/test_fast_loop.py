@@ -72,10 +72,13 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
         writer.execute("BEGIN IMMEDIATE")
         writer.execute(RAW_INSERT, ("t",))
         assert not q.any_ready()  # reads the last commit while the writer holds the lock
-        with pytest.raises(QueueBusy):
-            q.claim("w")  # the tutorial's empty claim needs the write lock
+        assert q.claim("w") == []  # claim() looks before it locks: an empty queue needs no lock
         writer.execute("COMMIT")
         assert q.any_ready()
+        writer.execute("BEGIN IMMEDIATE")
+        with pytest.raises(QueueBusy):
+            q.claim("w")  # a ready job: now the claim needs the write lock, which the writer holds
+        writer.execute("ROLLBACK")
         # and the poll leaves no read transaction behind: a checkpoint can reset the WAL
         busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         assert busy == 0
@@ -87,10 +90,15 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
 
 @pytest.mark.parametrize(
     ("statement", "indexes"),
-    [(sql.READY_PROBE, {"jobs_ready"}), (sql.CLAIM_NEXT, {"jobs_ready", "jobs_exhausted"})],
+    [
+        (sql.READY_PROBE, {"jobs_ready"}),
+        (sql.RETIRE_EXHAUSTED, {"jobs_exhausted"}),
+        (sql.READY_IDS, {"jobs_ready"}),
+        (sql.CLAIM_IDS, set()),
+    ],
 )
-def test_fast_path_statements_read_only_their_partial_indexes(q, statement, indexes):
-    params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r"}
+def test_claim_statements_read_only_their_partial_indexes(q, statement, indexes):
+    params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r", "ids": "[1]"}
     args = (1.0,) if statement == sql.READY_PROBE else params
     plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
     for index in indexes:

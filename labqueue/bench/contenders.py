@@ -1,9 +1,12 @@
 """The queues `python -m labqueue.bench` races, each as load / open / drain.
 
-Every contender drains the same workload: `n` no-op jobs numbered 0..n-1, all ready
-before the clock starts. `drain` returns the numbers it was handed, one entry per
-delivery, so the bench can tell deliveries from distinct jobs. These functions run
-in spawned worker processes, so they live here in the package, never in a notebook.
+Every contender drains the same workload: `n` no-op jobs whose payload is the JSON
+object {"n": i}, i in 0..n-1, all ready before the clock starts, and decodes each
+payload with json.loads as it takes the job. `drain` returns the numbers it was handed,
+one entry per delivery, so the bench can tell deliveries from distinct jobs, and
+`left` reads the store afterwards: how many jobs it does not hold as finished. These
+functions run in spawned worker processes, so they live here in the package, never in
+a notebook.
 
 Durability is the same for all: WAL journal, synchronous=NORMAL. litequeue sets both
 itself; persist-queue and huey choose WAL themselves and get NORMAL from a subclass
@@ -12,6 +15,7 @@ here (their default is FULL); labqueue and the bare-SQLite floors use labqueue's
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import worker
+from .. import sql, worker
 from ..queue import JobQueue
 
 LEASE_SECONDS = 60.0
@@ -39,6 +43,7 @@ class Contender:
     drain: Callable[[Any, str], list[int]]  # take jobs until none is left; their numbers
     acked: str  # how a job is finished: what a crash mid-job costs
     settings: str
+    left: Callable[[Path], int]  # after a drain: jobs the store does not hold as finished
 
 
 # -- labqueue -------------------------------------------------------------------------
@@ -53,30 +58,96 @@ def _open_labqueue(folder: Path) -> JobQueue:
     return JobQueue(folder / DB_FILE, lease_seconds=LEASE_SECONDS)
 
 
-def drain_worker_loop(q: JobQueue, name: str) -> list[int]:
-    """labqueue.worker.run, the loop `python -m labqueue.worker` runs, with a no-op
-    handler that notes each job; it leaves at the first poll that finds nothing."""
-    seen: list[int] = []
-
-    def note(job: Any, queue: JobQueue) -> None:
-        seen.append(job.payload["n"])
-
-    path = str(q.path)
-    q.close()  # run() opens its own queue, as the worker process does
-    worker.run(path, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=worker.StopFlag())
-    return seen
+def _left_labqueue(folder: Path) -> int:
+    with sqlite3.connect(folder / DB_FILE) as db:
+        return db.execute("SELECT COUNT(*) FROM jobs WHERE state != 'done'").fetchone()[0]
 
 
-def drain_tutorial_style(q: JobQueue, name: str) -> list[int]:
-    """The tutorial's drain: claim one job, complete it, repeat."""
-    seen: list[int] = []
-    try:
-        while jobs := q.claim(name):
-            q.complete(jobs[0])
-            seen.append(jobs[0].payload["n"])
-    finally:
-        q.close()
-    return seen
+def worker_loop(batch: int) -> Callable[[JobQueue, str], list[int]]:
+    """labqueue.worker.run, the loop `labqueue worker` runs, at one batch size, with a
+    no-op handler that notes each job; it leaves at the first poll that finds nothing."""
+
+    def drain(q: JobQueue, name: str) -> list[int]:
+        seen: list[int] = []
+
+        def note(job: Any, queue: JobQueue) -> None:
+            seen.append(job.payload["n"])
+
+        path = str(q.path)
+        q.close()  # run() opens its own queue, as the worker process does
+        stop = worker.StopFlag()
+        worker.run(path, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=stop, batch=batch)
+        return seen
+
+    return drain
+
+
+class TutorialStatements:
+    """The tutorial's own claim and complete, statement for statement, on labqueue's
+    table: each claim is one write transaction (retire the leases that ran out on a last
+    attempt, then one UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING), taken even
+    when the queue is empty, and each fenced complete is another. labqueue's own claim()
+    has since changed (it looks before it locks, and reads ids then updates them): this
+    is the baseline it is measured against."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def claim(self, worker: str, limit: int = 1) -> list[tuple[int, str, Any]]:
+        now = time.time()
+        params = {
+            "now": now,
+            "lease_end": now + LEASE_SECONDS,
+            "token": secrets.token_hex(16),
+            "worker": worker,
+            "limit": limit,
+        }
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
+            rows = self.db.execute(sql.CLAIM, params).fetchall()
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        # RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+        return [(row[0], row[5], json.loads(row[2])) for row in sorted(rows)]
+
+    def complete(self, job_id: int, token: str) -> bool:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            changed = self.db.execute(sql.COMPLETE, (time.time(), job_id, token)).rowcount
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return changed == 1
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _open_tutorial(folder: Path) -> TutorialStatements:
+    return TutorialStatements(folder / DB_FILE)
+
+
+def tutorial_loop(limit: int) -> Callable[[TutorialStatements, str], list[int]]:
+    """The tutorial's drain: claim up to `limit` jobs, complete each, repeat."""
+
+    def drain(q: TutorialStatements, name: str) -> list[int]:
+        seen: list[int] = []
+        try:
+            while jobs := q.claim(name, limit):
+                for job_id, token, payload in jobs:
+                    q.complete(job_id, token)
+                    seen.append(payload["n"])
+        finally:
+            q.close()
+        return seen
+
+    return drain
 
 
 # -- bare SQLite on labqueue's table: what the file itself allows ----------------------
@@ -108,9 +179,14 @@ def _open_bare(folder: Path) -> sqlite3.Connection:
     return db
 
 
-def _number(payload: str) -> int:
-    # '{"n": 123}': the bare loops skip json to stay a floor
-    return int(payload[6:-1])
+def _body(i: int) -> str:
+    """The payload every contender stores, as the same JSON text."""
+    return json.dumps({"n": i})
+
+
+def _number(payload: str | bytes) -> int:
+    """Every contender decodes its payload the same way."""
+    return json.loads(payload)["n"]
 
 
 def drain_floor_take(db: sqlite3.Connection, name: str) -> list[int]:
@@ -180,7 +256,7 @@ def _load_litequeue(folder: Path, n: int) -> None:
     q = LiteQueue(str(folder / DB_FILE))
     with q.transaction():
         for i in range(n):
-            q.put(str(i))
+            q.put(_body(i))
     q.conn.close()
 
 
@@ -190,12 +266,20 @@ def _open_litequeue(folder: Path) -> Any:
     return LiteQueue(str(folder / DB_FILE))  # sets WAL and synchronous=NORMAL itself
 
 
+def _left_litequeue(folder: Path) -> int:
+    q = _open_litequeue(folder)
+    try:
+        return q.qsize()  # messages neither done nor failed
+    finally:
+        q.conn.close()
+
+
 def drain_litequeue(q: Any, name: str) -> list[int]:
     """pop() marks a message locked (one transaction), done() marks it done (another)."""
     seen: list[int] = []
     while (message := q.pop()) is not None:
         q.done(message.message_id)
-        seen.append(int(message.data))
+        seen.append(_number(message.data))
     q.conn.close()
     return seen
 
@@ -217,13 +301,21 @@ def _persist_queue_class() -> type:
 def _load_persist_queue(folder: Path, n: int) -> None:
     q = _persist_queue_class()(str(folder / "pq"), auto_resume=False)
     for i in range(n):
-        q.put(i)
+        q.put(_body(i))
     q.close()
 
 
 def _open_persist_queue(folder: Path) -> Any:
     # auto_resume=False: resuming would hand back jobs that other workers hold right now
     return _persist_queue_class()(str(folder / "pq"), auto_resume=False, timeout=30.0)
+
+
+def _left_persist_queue(folder: Path) -> int:
+    q = _open_persist_queue(folder)
+    try:
+        return q.active_size()  # ready and unacked: neither acked nor failed
+    finally:
+        q.close()
 
 
 def drain_persist_queue(q: Any, name: str) -> list[int]:
@@ -237,7 +329,7 @@ def drain_persist_queue(q: Any, name: str) -> list[int]:
         except Empty:
             break
         q.ack(id=item["pqid"])
-        seen.append(item["data"])
+        seen.append(_number(item["data"]))
     q.close()
     return seen
 
@@ -263,41 +355,62 @@ def _open_huey(folder: Path) -> Any:
 def _load_huey(folder: Path, n: int) -> None:
     storage = _open_huey(folder)
     for i in range(n):
-        storage.enqueue(str(i).encode())
+        storage.enqueue(_body(i).encode())
     storage.close()
+
+
+def _left_huey(folder: Path) -> int:
+    storage = _open_huey(folder)
+    try:
+        return storage.queue_size()
+    finally:
+        storage.close()
 
 
 def drain_huey(storage: Any, name: str) -> list[int]:
     """dequeue() reads and deletes the row in one transaction: no lease, no ack."""
     seen: list[int] = []
     while (data := storage.dequeue()) is not None:
-        seen.append(int(bytes(data)))
+        seen.append(_number(bytes(data)))
     storage.close()
     return seen
 
 
 SAME = "WAL, synchronous=NORMAL"
 
+LEASED = "lease + fenced complete"
+PEERS = "WAL (its own), synchronous=NORMAL (set here)"
+# The worker loop's default batch, the one the targets judge.
+DEFAULT = "labqueue_b10"
+
 CONTENDERS: dict[str, Contender] = {
     c.key: c
     for c in (
-        Contender(
-            "worker_loop",
-            "labqueue worker loop",
-            _load_labqueue,
-            _open_labqueue,
-            drain_worker_loop,
-            "lease + fenced complete",
-            SAME,
+        *(
+            Contender(
+                f"labqueue_b{batch}",
+                f"labqueue worker loop, batch {batch}" + (" (default)" if batch == 10 else ""),
+                _load_labqueue,
+                _open_labqueue,
+                worker_loop(batch),
+                LEASED,
+                SAME,
+                _left_labqueue,
+            )
+            for batch in (1, 10, 100)
         ),
-        Contender(
-            "tutorial",
-            "labqueue, tutorial-style (claim, complete)",
-            _load_labqueue,
-            _open_labqueue,
-            drain_tutorial_style,
-            "lease + fenced complete",
-            SAME,
+        *(
+            Contender(
+                f"tutorial_l{limit}",
+                f"the tutorial's statements, claim limit {limit}",
+                _load_labqueue,
+                _open_tutorial,
+                tutorial_loop(limit),
+                LEASED,
+                SAME,
+                _left_labqueue,
+            )
+            for limit in (1, 10)
         ),
         Contender(
             "floor_one_tx",
@@ -305,8 +418,9 @@ CONTENDERS: dict[str, Contender] = {
             _load_labqueue,
             _open_bare,
             drain_floor_one_tx,
-            "lease + fenced complete",
+            LEASED,
             SAME,
+            _left_labqueue,
         ),
         Contender(
             "floor_two_tx",
@@ -314,8 +428,9 @@ CONTENDERS: dict[str, Contender] = {
             _load_labqueue,
             _open_bare,
             drain_floor_two_tx,
-            "lease + fenced complete",
+            LEASED,
             SAME,
+            _left_labqueue,
         ),
         Contender(
             "floor_take",
@@ -325,6 +440,7 @@ CONTENDERS: dict[str, Contender] = {
             drain_floor_take,
             "none (done when taken)",
             SAME,
+            _left_labqueue,
         ),
         Contender(
             "huey",
@@ -333,7 +449,8 @@ CONTENDERS: dict[str, Contender] = {
             _open_huey,
             drain_huey,
             "none (deleted when taken)",
-            "WAL (its own), synchronous=NORMAL (set here)",
+            PEERS,
+            _left_huey,
         ),
         Contender(
             "persist_queue",
@@ -342,7 +459,8 @@ CONTENDERS: dict[str, Contender] = {
             _open_persist_queue,
             drain_persist_queue,
             "ack, no lease",
-            "WAL (its own), synchronous=NORMAL (set here)",
+            PEERS,
+            _left_persist_queue,
         ),
         Contender(
             "litequeue",
@@ -352,6 +470,7 @@ CONTENDERS: dict[str, Contender] = {
             drain_litequeue,
             "done, no lease",
             "WAL, synchronous=NORMAL (its own)",
+            _left_litequeue,
         ),
     )
 }

@@ -4,8 +4,9 @@ one process, with every statement traced and every WAL frame counted.
 Per job: CPU time (process time, which a busy machine disturbs far less than the
 wall clock), statements sent to SQLite, write transactions, and WAL frames written
 (pages the commits copy into the log; each is a write the file system must take).
-The worker loop is profiled through the JobQueue calls it makes per job
-(complete_and_claim), in the same process, so its connection can be traced.
+The worker loop is profiled through the JobQueue calls it makes per batch
+(claim_batch, then settle, which claims the next batch), in the same process, so its
+connection can be traced.
 """
 
 from __future__ import annotations
@@ -18,20 +19,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..queue import JobQueue
+from ..queue import Finished, JobQueue
 from .contenders import CONTENDERS, DB_FILE, LEASE_SECONDS
 
-PROFILED = ("worker_loop", "tutorial", "floor_one_tx", "floor_take")
+# The worker loop at each batch size, through its queue calls.
+BATCHED = {"labqueue_b1": 1, "labqueue_b10": 10, "labqueue_b100": 100}
+PROFILED = (*BATCHED, "tutorial_l1", "floor_one_tx", "floor_take")
 TRACED_JOBS = 500
 
 
-def _drain_fast(q: JobQueue) -> int:
+def _drain_batches(q: JobQueue, batch: int) -> int:
     """The worker loop's queue calls, without the handler registry around them."""
     done = 0
-    job = q.claim_next("w0") if q.any_ready() else None
-    while job is not None:
-        _, job = q.complete_and_claim(job, "w0")
-        done += 1
+    jobs = q.claim_batch("w0", batch)
+    while jobs:
+        done += len(jobs)
+        _, jobs = q.settle([Finished(job) for job in jobs], claim_for="w0", limit=batch)
     return done
 
 
@@ -45,20 +48,20 @@ def _measure(key: str, folder: Path, jobs: int, *, trace: bool) -> dict[str, flo
     contender = CONTENDERS[key]
     contender.load(folder, jobs)
     statements: list[str] = []
-    if key == "worker_loop":
+    if key in BATCHED:
         q = JobQueue(folder / DB_FILE, lease_seconds=LEASE_SECONDS)
         db = q.db
-        run: Callable[[], object] = lambda: _drain_fast(q)  # noqa: E731
+        run: Callable[[], object] = lambda: _drain_batches(q, BATCHED[key])  # noqa: E731
     else:
         handle = contender.open(folder)
-        db = handle.db if isinstance(handle, JobQueue) else handle
+        db = handle if isinstance(handle, sqlite3.Connection) else handle.db
         run = lambda: contender.drain(handle, "w0")  # noqa: E731
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     if not trace:
         started = time.process_time()
         run()
         cpu = time.process_time() - started
-        if key == "worker_loop":
+        if key in BATCHED:
             q.close()
         return {"cpu_us_per_job": cpu / jobs * 1e6}
     # The watcher only keeps the file open (no read transaction: fetchall ends the
@@ -71,7 +74,7 @@ def _measure(key: str, folder: Path, jobs: int, *, trace: bool) -> dict[str, flo
         run()
         frames = watcher.execute("PRAGMA wal_checkpoint").fetchall()[0][1]
     finally:
-        if key == "worker_loop":
+        if key in BATCHED:
             q.close()
         watcher.close()
     return {

@@ -38,11 +38,11 @@ from ..lab.scratch import work_folder
 from ..procs import kill_tree
 from ..queue import JobQueue
 from ..sql import SCHEMA
-from .contenders import CONTENDERS, SAME, child
+from .contenders import CONTENDERS, SAME, TutorialStatements, child
 from .profile import profile
 from .report import DATA_FILE, report, targets
 
-BASELINE = "tutorial"
+BASELINE = "tutorial_l1"
 RUN_TIMEOUT_SECONDS = 600.0
 START_TIMEOUT_SECONDS = 120.0
 
@@ -52,8 +52,8 @@ class Sizes:
 
     def __init__(
         self,
-        jobs: int = 4_000,
-        rounds: int = 7,
+        jobs: int = 10_000,
+        rounds: int = 5,
         procs: Sequence[int] = (1, 4),
         polls: int = 2_000,
         finished: Sequence[int] = (10_000, 1_000_000),
@@ -109,6 +109,7 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
     seconds = max(r[2] for r in reports) - start
     seen = [n for r in reports for n in r[3]]
     distinct = len(set(seen))
+    left = contender.left(folder)  # the store itself, read back after the drain
     return {
         "contender": key,
         "procs": procs,
@@ -116,6 +117,7 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
         "deliveries": len(seen),
         "distinct": distinct,
         "missed": jobs - distinct,
+        "left_in_store": left,
         "seconds": round(seconds, 4),
         "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
         "per_process": sorted((len(r[3]) for r in reports), reverse=True),
@@ -163,28 +165,37 @@ def throughput(
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Median jobs/s per contender and process count, and its ratio to the tutorial-style loop."""
+    """Median jobs/s per contender and process count, and the median of its paired
+    per-round ratios to the tutorial's statements (each round's drain against the
+    baseline's drain of the same round, so a slow spell on the machine cancels out)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for run in runs:
         groups.setdefault((run["contender"], run["procs"]), []).append(run)
-    medians = {k: statistics.median(r["jobs_per_s"] or 0.0 for r in v) for k, v in groups.items()}
+    base = {(r["procs"], r["round"]): r["jobs_per_s"] for r in runs if r["contender"] == BASELINE}
     rows = []
     for (key, procs), group in groups.items():
-        base = medians.get((BASELINE, procs))
+        speeds = [r["jobs_per_s"] or 0.0 for r in group]
+        ratios = [
+            (r["jobs_per_s"] or 0.0) / base[procs, r["round"]]
+            for r in group
+            if base.get((procs, r["round"]))
+        ]
         rows.append(
             {
                 "contender": key,
                 "label": CONTENDERS[key].label,
                 "procs": procs,
                 "rounds": len(group),
-                "median_jobs_per_s": round(medians[key, procs], 1),
-                "min_jobs_per_s": round(min(r["jobs_per_s"] or 0.0 for r in group), 1),
-                "max_jobs_per_s": round(max(r["jobs_per_s"] or 0.0 for r in group), 1),
-                "ratio_to_tutorial": round(medians[key, procs] / base, 2) if base else None,
+                "median_jobs_per_s": round(statistics.median(speeds), 1),
+                "min_jobs_per_s": round(min(speeds), 1),
+                "max_jobs_per_s": round(max(speeds), 1),
+                "ratio_to_tutorial": round(statistics.median(ratios), 2) if ratios else None,
+                "ratio_rounds": [round(x, 2) for x in ratios],
                 "deliveries": sum(r["deliveries"] for r in group),
                 "distinct": sum(r["distinct"] for r in group),
                 "duplicates": sum(r["deliveries"] - r["distinct"] for r in group),
                 "missed": sum(r["missed"] for r in group),
+                "left_in_store": sum(r.get("left_in_store", 0) for r in group),
                 "finish": CONTENDERS[key].acked,
                 "settings": CONTENDERS[key].settings,
             }
@@ -196,25 +207,30 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def empty_poll(sizes: Sizes, folder: Path) -> dict[str, Any]:
-    """The tutorial's empty claim (a write transaction) against the worker's idle poll
-    (a read), on an empty queue, interleaved over the rounds; and whether each one
-    still answers while another connection holds the write lock."""
+    """On an empty queue: labqueue's claim() (it looks with a read before it locks)
+    against the tutorial's claim (a write transaction every time), interleaved over the
+    rounds; and whether each one still answers while another connection holds the write
+    lock."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "empty.db"
     _remove_db(path)
-    claim_us, poll_us = [], []
+    tutorial_us, claim_us = [], []
     with JobQueue(path) as q:
-        for _ in range(sizes.rounds):
-            claim_us.append(_mean_us(lambda: q.claim("idle"), sizes.polls))
-            poll_us.append(_mean_us(q.any_ready, sizes.polls))
+        tutorial = TutorialStatements(path)
+        try:
+            for _ in range(sizes.rounds):
+                tutorial_us.append(_mean_us(lambda: tutorial.claim("idle"), sizes.polls))
+                claim_us.append(_mean_us(lambda: q.claim("idle"), sizes.polls))
+        finally:
+            tutorial.close()
     during = _while_locked(path)
-    claim, poll = statistics.median(claim_us), statistics.median(poll_us)
+    slow, fast = statistics.median(tutorial_us), statistics.median(claim_us)
     return {
-        "empty_claim_us": round(claim, 2),
-        "idle_poll_us": round(poll, 2),
-        "ratio": round(claim / poll, 2),
-        "empty_claim_us_rounds": [round(x, 2) for x in claim_us],
-        "idle_poll_us_rounds": [round(x, 2) for x in poll_us],
+        "tutorial_empty_claim_us": round(slow, 2),
+        "labqueue_empty_claim_us": round(fast, 2),
+        "ratio": round(slow / fast, 2),
+        "tutorial_empty_claim_us_rounds": [round(x, 2) for x in tutorial_us],
+        "labqueue_empty_claim_us_rounds": [round(x, 2) for x in claim_us],
         **during,
     }
 
@@ -227,30 +243,32 @@ def _mean_us(fn: Callable[[], object], n: int) -> float:
 
 
 def _while_locked(path: Path) -> dict[str, Any]:
-    """Another connection takes the write lock and inserts a job; both probes run with
-    no busy wait, and the writer commits afterwards."""
+    """Another connection takes the write lock and inserts a job (not yet visible to
+    anyone else); both empty claims run with no busy wait; the writer commits after."""
     writer = sqlite3.connect(path, isolation_level=None, timeout=0)
     q = JobQueue(path, timeout=0)
+    tutorial = TutorialStatements(path)
+    tutorial.db.execute("PRAGMA busy_timeout = 0")
     try:
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('noop', '{}', 0, 0)")
         try:
-            q.any_ready()
-            poll_ok = True
-        except sqlite3.OperationalError:
-            poll_ok = False
-        try:
-            q.claim("idle")
-            claim_ok = True
+            claim_ok = q.claim("idle") == []
         except QueueBusy:
             claim_ok = False
+        try:
+            tutorial.claim("idle")
+            tutorial_ok = True
+        except sqlite3.OperationalError:
+            tutorial_ok = False
         writer.execute("COMMIT")
         return {
-            "idle_poll_while_writer_holds_lock": poll_ok,
-            "empty_claim_while_writer_holds_lock": claim_ok,
+            "labqueue_claim_while_writer_holds_lock": claim_ok,
+            "tutorial_claim_while_writer_holds_lock": tutorial_ok,
             "writer_committed": True,
         }
     finally:
+        tutorial.close()
         q.close()
         writer.close()
 
@@ -259,13 +277,13 @@ def _while_locked(path: Path) -> dict[str, Any]:
 
 
 def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = lambda line: None) -> dict:
-    """Median claim time with `finished` done rows in the table, for each size: the
-    worker loop's claim_next and the tutorial's claim, each followed by an (untimed)
+    """Median claim time with `finished` done rows in the table, for each size:
+    labqueue's claim() and the tutorial's claim statement, each followed by an (untimed)
     completion, as the tutorial's step 8 measures it. The tables are built first
     (indexes before rows, as a long-lived queue has them) and the sizes then take
     turns claim by claim, so a burst of load on the machine hits every size alike."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths, queues = [], []
+    paths, queues, tutorials = [], [], []
     try:
         for finished in sizes.finished:
             path = folder / f"finished_{finished}.db"
@@ -275,22 +293,24 @@ def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = 
             progress(f"seeded {finished:,} finished jobs in {time.perf_counter() - started:.1f} s")
             paths.append(path)
             queues.append(JobQueue(path, clock=FakeClock(now), lease_seconds=30, schema=None))
+            tutorials.append(TutorialStatements(path))
         fast: list[list[float]] = [[] for _ in queues]
         tutorial: list[list[float]] = [[] for _ in queues]
         for i in range(sizes.claims):
-            for q, fast_ms, tutorial_ms in zip(queues, fast, tutorial, strict=True):
+            for q, t, fast_ms, tutorial_ms in zip(queues, tutorials, fast, tutorial, strict=True):
                 start = time.perf_counter()
                 if i % 2 == 0:
-                    job = q.claim_next("bench")
-                    fast_ms.append((time.perf_counter() - start) * 1e3)
-                else:
                     (job,) = q.claim("bench")
+                    fast_ms.append((time.perf_counter() - start) * 1e3)
+                    q.complete(job)
+                else:
+                    ((job_id, token, _),) = t.claim("bench")
                     tutorial_ms.append((time.perf_counter() - start) * 1e3)
-                q.complete(job)
+                    t.complete(job_id, token)
         rows = [
             {
                 "finished": finished,
-                "claim_next_ms": round(statistics.median(fast_ms), 4),
+                "claim_ms": round(statistics.median(fast_ms), 4),
                 "tutorial_claim_ms": round(statistics.median(tutorial_ms), 4),
                 "file_mb": round(path.stat().st_size / 1e6, 1),
             }
@@ -301,6 +321,8 @@ def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = 
     finally:
         for q in queues:
             q.close()
+        for t in tutorials:
+            t.close()
         for path in paths:
             _remove_db(path)
     small, big = rows[0], rows[-1]
@@ -308,7 +330,7 @@ def claim_latency(sizes: Sizes, folder: Path, progress: Callable[[str], None] = 
         "queued": sizes.queued,
         "claims": sizes.claims,
         "sizes": rows,
-        "growth": round(big["claim_next_ms"] / small["claim_next_ms"], 2),
+        "growth": round(big["claim_ms"] / small["claim_ms"], 2),
         "tutorial_growth": round(big["tutorial_claim_ms"] / small["tutorial_claim_ms"], 2),
     }
 
