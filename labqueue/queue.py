@@ -395,15 +395,10 @@ class JobQueue:
         ids = _batch_ids(ready) if alone_if_handed_out else [job_id for job_id, _ in ready]
         if not ids:
             return []
-        params = {
-            "lease_end": now + self.lease_seconds,
-            "token": secrets.token_hex(16),
-            "worker": worker,
-            "ids": json.dumps(ids),
-        }
+        params = (now + self.lease_seconds, secrets.token_hex(16), worker, *ids)
         # fetchall() matters: an undrained RETURNING cursor keeps the statement, and with
         # it the write lock, alive.
-        return self._hot.execute(sql.CLAIM_IDS, params).fetchall()
+        return self._hot.execute(sql.claim_ids(len(ids)), params).fetchall()
 
     def _settle_one(self, report: Finished, now: float) -> str:
         job = report.job

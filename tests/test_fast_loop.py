@@ -94,12 +94,14 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
         (sql.READY_PROBE, {"jobs_ready"}),
         (sql.RETIRE_EXHAUSTED, {"jobs_exhausted"}),
         (sql.READY_IDS, {"jobs_ready"}),
-        (sql.CLAIM_IDS, set()),
+        (sql.claim_ids(3), set()),
     ],
 )
 def test_claim_statements_read_only_their_partial_indexes(q, statement, indexes):
-    params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r", "ids": "[1]"}
+    params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r"}
     args = (1.0,) if statement == sql.READY_PROBE else params
+    if statement == sql.claim_ids(3):
+        args = (2.0, "t", "w", 1, 2, 3)
     plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
     for index in indexes:
         assert any(f"USING INDEX {index}" in line for line in plan), plan
