@@ -263,7 +263,8 @@ def _load_litequeue(folder: Path, n: int) -> None:
 def _open_litequeue(folder: Path) -> Any:
     from litequeue import LiteQueue
 
-    return LiteQueue(str(folder / DB_FILE))  # sets WAL and synchronous=NORMAL itself
+    # sets WAL and synchronous=NORMAL itself; the same 30 s busy timeout as everyone else here
+    return LiteQueue(str(folder / DB_FILE), timeout=30.0)
 
 
 def _left_litequeue(folder: Path) -> int:
