@@ -1,10 +1,37 @@
-"""The files the labs read and the images they hand to widgets."""
+"""The files the labs read, the images they hand to widgets, and the one figure size of the course.
+
+Every plot helper in ``labqueue.lab`` starts from :func:`new_figure` (or at least from
+:data:`FIGSIZE` and :data:`DPI`), so that every figure in every notebook is the same
+640 x 320 pixels, live, committed and on GitHub. Nothing here touches matplotlib's global
+state (``rcParams``, the pyplot figure list): importing this module changes nothing.
+"""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 from typing import Any
+
+#: The course's figure size in inches (width, height): 640 x 320 pixels at :data:`DPI`.
+FIGSIZE: tuple[float, float] = (6.4, 3.2)
+#: Dots per inch for every figure, live and saved.
+DPI: int = 100
+#: A taller variant for a figure with two rows of axes, same width.
+FIGSIZE_TALL: tuple[float, float] = (6.4, 4.8)
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, tall: bool = False, **subplots: Any) -> tuple[Any, Any]:
+    """A fresh figure of the course's size and its axes: ``fig, ax = new_figure()``.
+
+    The figure is a plain ``matplotlib.figure.Figure`` with the constrained layout (labels are
+    never cut off), not registered with pyplot: it needs no ``plt.close``, is never shown twice,
+    and appears where the notebook cell returns or displays it. Keyword arguments go to
+    ``Figure.subplots`` (``sharex=``, ``gridspec_kw=`` ...)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=FIGSIZE_TALL if tall else FIGSIZE, dpi=DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=True, **subplots)
+    return fig, axes
 
 
 def data_file(name: str) -> Path:
@@ -22,5 +49,5 @@ def data_file(name: str) -> Path:
 def figure_png(fig: Any) -> bytes:
     """A matplotlib figure as PNG bytes, for an ipywidgets Image."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
