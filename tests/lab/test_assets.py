@@ -66,7 +66,9 @@ def test_importing_assets_leaves_matplotlib_alone():
     import sys
 
     code = (
-        "import sys, matplotlib as m; before = m.rcParams.copy(); import labqueue.lab.assets as a;"
-        "a.new_figure(); assert 'matplotlib.pyplot' not in sys.modules; assert m.rcParams == before"
+        "import sys, matplotlib as m;"
+        "snap = lambda: {k: dict.__getitem__(m.rcParams, k) for k in dict.keys(m.rcParams)};"
+        "before = snap(); import labqueue.lab.assets as a; a.new_figure();"
+        "assert 'matplotlib.pyplot' not in sys.modules; assert snap() == before"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
