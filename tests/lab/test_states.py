@@ -65,7 +65,7 @@ ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW)
 # How to run each of the queue's writing statements; a new one must be added here (and drawn).
 RUNS = {
     "ENQUEUE": [_once(sql.ENQUEUE, ENQUEUE_ROW)],
-    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [ENQUEUE_ROW[:4] + (NOW,)])],
+    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW)])],
     "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
     "CLAIM_NEXT": [_once(sql.CLAIM_NEXT, CLAIM_PARAMS)],
