@@ -72,9 +72,11 @@ def ensure_venv(extra: str) -> None:
     stamp = VENV / f".installed-{extra}"
     if stamp.exists() and stamp.stat().st_mtime >= pyproject.stat().st_mtime:
         return
+    started = time.monotonic()
     run([PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
     run([PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extra}]"])
     stamp.touch()
+    print(f"installed .[{extra}] into {VENV} in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def lab_env_digest() -> str:
