@@ -26,10 +26,11 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, tall: bool = False, **subplots
     The figure is a plain ``matplotlib.figure.Figure`` with the constrained layout (labels are
     never cut off), not registered with pyplot: it needs no ``plt.close``, is never shown twice,
     and appears where the notebook cell returns or displays it. Keyword arguments go to
-    ``Figure.subplots`` (``sharex=``, ``gridspec_kw=`` ...)."""
-    from matplotlib.figure import Figure
+    ``Figure.subplots`` (``sharex=``, ``gridspec_kw=`` ...).
 
-    fig = Figure(figsize=FIGSIZE_TALL if tall else FIGSIZE, dpi=DPI, layout="constrained")
+    A cell that ends with the figure shows it as a PNG even where pyplot was never imported
+    (the figure knows how to draw itself, see :func:`figure_png`)."""
+    fig = _figure_class()(figsize=FIGSIZE_TALL if tall else FIGSIZE, dpi=DPI, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=True, **subplots)
     return fig, axes
 
@@ -44,6 +45,24 @@ def data_file(name: str) -> Path:
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"data/{name} was not found next to the package or above {here}")
+
+
+_FIGURE_CLASS: Any = None
+
+
+def _figure_class() -> Any:
+    """matplotlib's Figure, plus the one method IPython looks for when it has no PNG printer
+    of its own for figures (that printer is registered only once pyplot is imported)."""
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        from matplotlib.figure import Figure
+
+        class CourseFigure(Figure):
+            def _repr_png_(self) -> bytes:
+                return figure_png(self)
+
+        _FIGURE_CLASS = CourseFigure
+    return _FIGURE_CLASS
 
 
 def figure_png(fig: Any) -> bytes:

@@ -72,3 +72,9 @@ def test_importing_assets_leaves_matplotlib_alone():
         "assert 'matplotlib.pyplot' not in sys.modules; assert snap() == before"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_course_figure_draws_itself_as_png_without_pyplot():
+    fig, ax = assets.new_figure()
+    ax.plot([0, 1], [0, 1])
+    assert fig._repr_png_().startswith(b"\x89PNG\r\n\x1a\n")
