@@ -12,6 +12,7 @@ import pandas as pd
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
+from .assets import new_figure
 from .scratch import db_path
 from .walks import ONE_ROW
 
@@ -80,9 +81,7 @@ def plot_lease_timeline(trace: list[Snapshot], until: float = 1070.0):
     """The job's lease deadline (visible_at) against fake time, with the state as
     coloured bands. Wherever the clock line lies above the deadline, a claim may
     take the job."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     ts = [s.t for s in trace] + [until]
     deadlines = [s.visible_at for s in trace]
     ax.step(
@@ -116,7 +115,6 @@ def plot_lease_timeline(trace: list[Snapshot], until: float = 1070.0):
     ax.set_xlabel("fake time (s)")
     ax.set_ylabel("lease deadline,\nvisible_at (s)")
     ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
     return fig
 
 
@@ -256,5 +254,11 @@ class LeasePanel:
         )
 
     def _do(self, action) -> None:
-        action()
+        try:
+            action()
+        except KeyboardInterrupt:  # the kernel was interrupted mid-step: say so, keep the panel usable
+            self.view.value = "<b>interrupted</b>: press a button to go on, or <b>reset</b><br>" + (
+                self.playground.html()
+            )
+            return
         self.view.value = self.playground.html()

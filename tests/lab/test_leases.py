@@ -71,3 +71,16 @@ def test_panel_buttons_drive_the_playground(tmp_path):
     panel.buttons["reset"].click()
     assert panel.playground.row()["state"] == "queued" and "t=1000" in panel.view.value
     panel.playground.q.close()
+
+
+def test_panel_says_interrupted_when_a_step_is_interrupted(tmp_path):
+    panel = leases.LeasePanel(leases.LeasePlayground(tmp_path))
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    panel._do(interrupted)
+    assert "interrupted" in panel.view.value and "queued" in panel.view.value
+    panel.buttons["worker-a claims"].click()
+    assert "interrupted" not in panel.view.value
+    panel.playground.q.close()
