@@ -22,7 +22,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..procs import kill_tree
 from ..queue import JobQueue
-from .assets import figure_png
+from .assets import DPI, FIGSIZE, figure_png
 from .demo_handlers import HANDLERS, LEDGER_TABLE, start_demo_worker
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
@@ -254,17 +254,24 @@ class Dashboard:
         self.start_workers()
         deadline = time.monotonic() + timeout
         with tqdm(total=self.total_jobs(), desc="jobs finished (done or dead)", disable=not progress) as bar:
-            while True:
-                sample = self.refresh()
-                bar.n = sample.done + sample.dead
-                bar.refresh()
-                if sample.queued == 0 and sample.running == 0:
-                    return sample
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the queue was not drained after {timeout} s: {sample}")
-                if self.alive() == 0:
-                    self.start_workers()  # they left after idle_exit; jobs came due later
-                time.sleep(self.interval)
+            try:
+                return self._sample_until_drained(bar, deadline, timeout)
+            except KeyboardInterrupt:  # the learner stopped the cell: stop the workers it started too
+                self.stop_workers()
+                raise
+
+    def _sample_until_drained(self, bar: Any, deadline: float, timeout: float) -> Sample:
+        while True:
+            sample = self.refresh()
+            bar.n = sample.done + sample.dead
+            bar.refresh()
+            if sample.queued == 0 and sample.running == 0:
+                return sample
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the queue was not drained after {timeout} s: {sample}")
+            if self.alive() == 0:
+                self.start_workers()  # they left after idle_exit; jobs came due later
+            time.sleep(self.interval)
 
     def history(self) -> Any:
         import pandas as pd
@@ -350,7 +357,7 @@ def plot_history(history: Any, events: Sequence[tuple[float, str]] = ()):
     """The chart as a notebook figure."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     draw_history(ax, history, events)
     plt.close(fig)
     return fig
@@ -362,7 +369,7 @@ def history_png(history: Any, events: Sequence[tuple[float, str]] = ()) -> bytes
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     draw_history(fig.subplots(), history, events)
     return figure_png(fig)

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..procs import kill_tree
 from ..queue import SYNCHRONOUS_LEVELS, JobQueue
-from .assets import data_file, figure_png
+from .assets import DPI, FIGSIZE, data_file, figure_png
 from .scratch import db_path
 from .throughput_worker import RESULTS_TABLE
 
@@ -276,7 +276,7 @@ def plot(summary: Any, title: str = "No-op jobs drained per second"):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     x = np.arange(len(summary))
     width = 0.4
     here = summary["jobs_per_s"].to_numpy(dtype=float)
@@ -284,11 +284,11 @@ def plot(summary: Any, title: str = "No-op jobs drained per second"):
     ax.bar(x - width / 2, here, width, yerr=spread, capsize=2, label="this machine (median, range)")
     if "tutorial_jobs_per_s" in summary:
         ax.bar(x + width / 2, summary["tutorial_jobs_per_s"], width, label="tutorial (Windows 11)")
-    ax.set_xticks(x, [c.replace(", ", "\n") for c in summary["config"]], fontsize=7)
+    ax.set_xticks(x, [c.replace(", ", "\n") for c in summary["config"]], fontsize=9)
     ax.set_ylabel("throughput (jobs/s)")
     ax.set_xlabel("workers, jobs per claim, synchronous")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(fontsize=8, frameon=False)
     plt.close(fig)
     return fig
 
@@ -353,14 +353,14 @@ def plot_runs(data: Any):
     """One horizontal bar per row of (config, jobs_per_s, source)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     if data.empty:
         ax.text(0.5, 0.5, "no runs yet: press Run", ha="center", va="center", transform=ax.transAxes)
     else:
         colors = ["tab:gray" if s == "notebook median" else "tab:blue" for s in data["source"]]
         y = range(len(data))
         ax.barh(list(y), data["jobs_per_s"].astype(float), color=colors)
-        ax.set_yticks(list(y), list(data["config"]), fontsize=7)
+        ax.set_yticks(list(y), list(data["config"]), fontsize=9)
         ax.invert_yaxis()
     ax.set_xlabel("throughput (jobs/s)")
     ax.set_title("grey: the notebook's medians, blue: your runs", fontsize=9)
@@ -393,6 +393,8 @@ def panel(
             run = lab.run(config, jobs.value)
             status.value = f"{config.label}: {run.jobs_per_s:,.0f} jobs/s ({run.seconds:.2f} s)"
             image.value = figure_png(lab.figure())
+        except KeyboardInterrupt:  # the pool was closed on the way out; the chart keeps the last run
+            status.value = f"<b>interrupted</b>: {config.label} stopped, its workers ended. Press Run again."
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
             status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
         finally:
