@@ -76,6 +76,24 @@ def transitions() -> set[tuple[str, str]]:
     return {(e.source, e.target) for e in EDGES if e.source != START}
 
 
+def edges_frame():
+    """The moves as a table: name, from, to, what the picture says, and the SQL that does it."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "move": e.key,
+                "from": e.source,
+                "to": e.target,
+                "what happens": " ".join(e.label.split()),
+                "SQL (labqueue.sql)": ", ".join(e.statements),
+            }
+            for e in EDGES
+        ]
+    ).set_index("move")
+
+
 def _chosen(highlight: str | Iterable[str] | None) -> set[str]:
     if highlight is None:
         return set()

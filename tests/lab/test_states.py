@@ -130,3 +130,9 @@ def test_diagram_has_the_course_size_and_highlights_by_name():
     assert assets.figure_png(fig).startswith(b"\x89PNG")
     with pytest.raises(InvalidArgument, match="'sleeping'"):
         states.diagram(highlight="sleeping")
+
+
+def test_edges_frame_lists_every_move_once():
+    table = states.edges_frame()
+    assert list(table.index) == list(states.EDGE_KEYS)
+    assert table.loc["requeue", "SQL (labqueue.sql)"] == "REQUEUE_DEAD, REQUEUE_DEAD_IDS"
