@@ -142,8 +142,8 @@ def lab_config(args: list[str]) -> None:
 
 def install_lab_config(prefix: Path) -> None:
     """The server's settings (idle kernels culled) into <prefix>/etc/jupyter, merged into what
-    is there, and JupyterLab's defaults (no news question, no update check, no kernel dialog)
-    into <prefix>/share/jupyter/lab/settings/overrides.d."""
+    is there, and JupyterLab's defaults (no news question, no update check, no kernel dialog,
+    a notebook's kernel shut down with its tab) into <prefix>/share/jupyter/lab/settings/overrides.d."""
     source, target = SERVER_CONFIG
     server = json.loads((ROOT / source).read_text())
     path = prefix / target

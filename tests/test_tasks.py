@@ -104,7 +104,9 @@ def test_lab_config_installs_culling_and_quiet_defaults(tmp_path: Path) -> None:
     overrides = json.loads((tmp_path / "share/jupyter/lab/settings/overrides.d/labqueue.json").read_text())
     notification = overrides["@jupyterlab/apputils-extension:notification"]
     assert notification == {"checkForUpdates": False, "fetchNews": "false"}
-    assert overrides["@jupyterlab/notebook-extension:tracker"]["autoStartDefaultKernel"] is True
+    tracker = overrides["@jupyterlab/notebook-extension:tracker"]
+    assert tracker["autoStartDefaultKernel"] is True  # a culled kernel comes back without a dialog
+    assert tracker["kernelShutdown"] is True  # closing a notebook's tab frees its kernel's memory
 
 
 def test_every_input_of_the_course_environment_exists_and_rebuilds_it() -> None:

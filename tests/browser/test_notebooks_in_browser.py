@@ -617,8 +617,9 @@ def test_lab_runs_in_the_course_environment(
     """JupyterLab and its kernels run in ./.venv-lab as `tasks.py lab` built it from binder/: the
     kernel's interpreter is that environment's, with binder/requirements.txt's exact versions;
     the server culls idle kernels, even in open notebooks (binder/jupyter_server_config.json);
-    JupyterLab's defaults ask nothing: no news question, no update check, no kernel dialog
-    (binder/overrides.json); and `tasks.py lab` printed the first notebook's link with its token."""
+    JupyterLab's defaults ask nothing: no news question, no update check, no kernel dialog, and
+    closing a notebook's tab shuts its kernel down (binder/overrides.json); and `tasks.py lab`
+    printed the first notebook's link with its token."""
     import nbformat
     from test_binder_config import binder_pins
 
