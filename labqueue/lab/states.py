@@ -51,7 +51,7 @@ EDGES: tuple[Edge, ...] = (
         "running",
         "dead",
         "fail, out of attempts;\nor lease expired\non the last attempt",
-        ("FAIL", "RETIRE_EXHAUSTED", "CLAIM_NEXT"),
+        ("FAIL", "RETIRE_EXHAUSTED", "CLAIM_NEXT", "BURY"),
     ),
     Edge("requeue", "dead", "queued", "requeue_dead (attempts = 0)", ("REQUEUE_DEAD", "REQUEUE_DEAD_IDS")),
 )
