@@ -5,7 +5,7 @@
     python tasks.py execute NB [NB ...]   re-run notebooks in place, saving their outputs
     python tasks.py bench [ARGS]          labqueue against its peers (python -m labqueue.bench)
     python tasks.py chaos [ARGS]          a chaos run of any size (python -m labqueue.chaos)
-    python tasks.py binder-url [REMOTE]   the Binder link (and README badge) for this repository
+    python tasks.py binder-url [REMOTE] [--ref REF]   the Binder link (and badge) for this repository
 
 Two environments, each made on first use and remade when what it is built from changes:
 ./.venv-lab, the course's, built exactly as Binder builds it (a fresh virtual environment,
@@ -296,6 +296,15 @@ def binder_url(remote: str, ref: str = "HEAD", notebook: str = FIRST_NOTEBOOK) -
 
 
 def binder_url_task(args: list[str]) -> None:
+    """binder-url [REMOTE] [--ref REF]: REMOTE defaults to origin, REF (a branch, tag or commit
+    for Binder to build) to HEAD, the default branch."""
+    ref = "HEAD"
+    if "--ref" in args:
+        at = args.index("--ref")
+        if at + 1 >= len(args):
+            sys.exit("usage: python tasks.py binder-url [REMOTE] [--ref BRANCH_TAG_OR_COMMIT]")
+        ref = args[at + 1]
+        args = args[:at] + args[at + 2 :]
     name = args[0] if args else "origin"
     found = subprocess.run(["git", "remote", "get-url", name], cwd=ROOT, capture_output=True, text=True)
     if found.returncode != 0:
@@ -305,7 +314,7 @@ def binder_url_task(args: list[str]) -> None:
             " and run `python tasks.py binder-url` again"
         )
     try:
-        url = binder_url(found.stdout)
+        url = binder_url(found.stdout, ref=ref)
     except ValueError as exc:
         sys.exit(str(exc))
     print(url)
