@@ -1,0 +1,372 @@
+"""The same queue on PostgreSQL: JobQueue's API, rules and errors, for workers on several machines.
+
+Each queue lives in its own schema (`schema=`, default "labqueue"): a table `jobs` with
+the same columns, states, CHECK and partial indexes as on SQLite. The connection's
+search_path is that schema, so an effect's SQL names its tables without a prefix, and
+two queues (or two tests) on one server never see each other's jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal, NoReturn
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
+
+from ..errors import (
+    CannotOpen,
+    ForeignJobsTable,
+    InvalidArgument,
+    PayloadNotSerializable,
+    QueueBusy,
+    StorageFull,
+)
+from ..queue import MAX_ERROR_CHARS, STATES, Job, JobRecord
+from . import checks, sql
+
+Clock = Callable[[], float]
+Effect = Callable[[psycopg.Connection], Any]
+
+DEFAULT_SCHEMA = "labqueue"
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+BIGINT_MAX = 2**63 - 1
+
+
+class PgJobQueue:
+    """The queue in one schema of a PostgreSQL database. Open one per process or thread.
+
+    Deadlines are read from the server's clock (statement_timestamp()), so workers on
+    machines whose clocks disagree agree on every lease and retry time. Pass `clock=`
+    (a FakeClock) to drive time yourself instead: its reading is sent with every
+    statement. As on SQLite, complete, fail and heartbeat check the lease token, never
+    the clock: a replaced worker's report is refused however late or early it comes.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        lease_seconds: float = 30.0,
+        max_attempts: int = 5,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        clock: Clock | None = None,
+        rng: Callable[[], float] = random.random,
+        timeout: float = 30.0,
+    ) -> None:
+        self.lease_seconds = checks.positive("lease_seconds", lease_seconds)
+        self.max_attempts = checks.attempts("max_attempts", max_attempts)
+        self.backoff_base = checks.positive("backoff_base", backoff_base)
+        self.backoff_cap = checks.positive("backoff_cap", backoff_cap)
+        self.timeout = checks.positive("timeout", timeout, allow_zero=True)
+        if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+            raise InvalidArgument(
+                f"schema must be a lower-case name of letters, digits and _ (at most 63), got {schema!r}"
+            )
+        self.url = url
+        self.schema = schema
+        self.clock = clock
+        self.rng = rng
+        try:
+            self.db = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise CannotOpen(f"cannot connect to {redact(url)} ({str(exc).strip()})") from exc
+        try:
+            self._open_schema()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _open_schema(self) -> None:
+        """Create the schema, table and indexes if missing (one process at a time), refuse a
+        foreign `jobs` table, and point the connection's search_path at the schema."""
+        name = pg_sql.Identifier(self.schema)
+        with self._tx() as db:
+            db.execute(sql.LOCK_SCHEMA, {"schema": self.schema})
+            columns = {row[0] for row in db.execute(sql.TABLE_COLUMNS, {"schema": self.schema})}
+            missing = [c for c in sql.COLUMN_LIST.replace(" ", "").split(",") if c not in columns]
+            if columns and missing:
+                raise ForeignJobsTable(
+                    f"schema {self.schema!r} at {redact(self.url)} already has a 'jobs' table that is "
+                    f"not labqueue's (missing columns: {', '.join(missing)})"
+                )
+            db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))
+            # set_config(..., false): for the whole session, once this transaction commits
+            db.execute(sql.SET_SEARCH_PATH, {"path": name.as_string(db)})
+            if not columns:
+                db.execute(sql.TABLE)
+                db.execute(sql.INDEXES)
+        # PostgreSQL reads a lock_timeout of 0 as "wait forever"; SQLite's 0 means "do not wait".
+        db.execute(sql.SET_LOCK_TIMEOUT, {"ms": str(max(1, round(self.timeout * 1000)))})
+
+    # -- plumbing -------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """Run the block as one transaction: committed at its end, rolled back on any
+        exception (KeyboardInterrupt included), and database errors named as labqueue's."""
+        try:
+            with self.db.transaction():
+                yield self.db
+        except psycopg.errors.LockNotAvailable as exc:
+            raise QueueBusy(
+                f"{redact(self.url)} ({self.schema}): a row or table stayed locked for longer than "
+                f"the lock timeout of {self.timeout} s ({str(exc).strip()}); nothing was changed"
+            ) from exc
+        except pg_errors.DiskFull as exc:
+            self._full(exc)
+
+    def _full(self, exc: Exception) -> NoReturn:
+        raise StorageFull(f"{redact(self.url)}: {str(exc).strip()}; the transaction was rolled back") from exc
+
+    def _now(self) -> float | None:
+        """The `now` parameter: the injected clock's reading, or None for the server's clock."""
+        return None if self.clock is None else self.clock()
+
+    def server_time(self) -> float:
+        """The server's clock, in seconds since the epoch (what deadlines are compared with)."""
+        return self.db.execute(sql.SERVER_NOW).fetchone()[0]
+
+    # -- producing --------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+    ) -> int | None:
+        """Add one job, ready after `delay` seconds, and return the new row's id. If a
+        job with this dedupe_key is already stored, nothing changes and the result is None."""
+        checks.kind(kind)
+        delay = checks.positive("delay", delay, allow_zero=True)
+        if max_attempts is not None:
+            max_attempts = checks.attempts("max_attempts", max_attempts)
+        dedupe_key = checks.optional_text("dedupe_key", dedupe_key)
+        params = {
+            "kind": kind,
+            "payload": checks.to_json(payload),
+            "max_attempts": self.max_attempts if max_attempts is None else max_attempts,
+            "delay": delay,
+            "dedupe_key": dedupe_key,
+            "now": self._now(),
+        }
+        with self._tx() as db:
+            row = db.execute(sql.ENQUEUE, params).fetchone()
+        return None if row is None else row[0]
+
+    def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
+        """Add many jobs in one statement: all of them, or (on any error) none."""
+        checks.kind(kind)
+        bodies = []
+        for index, payload in enumerate(payloads):
+            try:
+                bodies.append(checks.to_json(payload))
+            except PayloadNotSerializable as exc:
+                raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
+        params = {"kind": kind, "payloads": bodies, "max_attempts": self.max_attempts, "now": self._now()}
+        with self._tx() as db:
+            db.execute(sql.ENQUEUE_MANY, params)
+        return len(bodies)
+
+    # -- consuming --------------------------------------------------------------
+
+    def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id, in one
+        statement (FOR UPDATE SKIP LOCKED: concurrent claimers skip each other's rows).
+        Jobs whose lease ran out on their last attempt become dead."""
+        limit = checks.claim_limit(limit)
+        checks.text("worker", worker)
+        with self._tx() as db:
+            rows = db.execute(sql.CLAIM, self._claim_params(worker, limit)).fetchall()
+        return [_job(row) for row in rows]
+
+    def _claim_params(self, worker: str, limit: int) -> dict[str, Any]:
+        return {
+            "now": self._now(),
+            "lease_seconds": self.lease_seconds,
+            "token": secrets.token_hex(16),
+            "worker": worker,
+            "limit": limit,
+            "reason": sql.LAST_ATTEMPT_EXPIRED,
+        }
+
+    def complete(self, job: Job, effect: Effect | None = None) -> bool:
+        """Mark `job` done if this worker still holds its lease (its token, not just the
+        state). `effect(conn)` runs only once the fence has passed, inside the completing
+        transaction, on this queue's psycopg connection: its writes are saved together
+        with the done state or not at all. Returns False, without running the effect,
+        for a stale lease."""
+        with self._tx() as db:
+            if not self._complete(db, job):
+                return False
+            if effect is not None:
+                effect(db)
+        return True
+
+    def _complete(self, db: psycopg.Connection, job: Job) -> bool:
+        params = {"now": self._now(), "id": job.id, "token": job.lease_token}
+        return db.execute(sql.COMPLETE, params).rowcount == 1
+
+    def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
+        """Record a failure. Returns "queued" (a retry after full-jitter backoff),
+        "dead" (out of attempts, or retry=False), or None for a stale lease."""
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
+        params = {
+            "final": not retry,
+            "delay": self.backoff_delay(job.attempts),
+            "now": self._now(),
+            "error": error[:MAX_ERROR_CHARS].replace("\x00", "\\x00"),  # text cannot hold NUL
+            "id": job.id,
+            "token": job.lease_token,
+        }
+        with self._tx() as db:
+            row = db.execute(sql.FAIL, params).fetchone()
+        return None if row is None else row[0]
+
+    def backoff_delay(self, attempts: int) -> float:
+        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt."""
+        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempts - 1))
+        return self.rng() * ceiling
+
+    def heartbeat(self, job: Job) -> bool:
+        """Move the lease deadline to now + lease_seconds. Returns False, changing
+        nothing, once our token no longer matches a running job."""
+        params = {"now": self._now(), "lease_seconds": self.lease_seconds}
+        params |= {"id": job.id, "token": job.lease_token}
+        with self._tx() as db:
+            return db.execute(sql.HEARTBEAT, params).rowcount == 1
+
+    # -- the worker loop's fast path -----------------------------------------------
+
+    def any_ready(self) -> bool:
+        """Whether a claim would find something now (a job to run, or an expired last
+        lease to retire): one read, no row locked."""
+        return bool(self.db.execute(sql.READY_PROBE, {"now": self._now()}).fetchone()[0])
+
+    def claim_next(self, worker: str) -> Job | None:
+        """Lease the next ready job to `worker`, or return None (claim(worker)'s rules)."""
+        jobs = self.claim(worker)
+        return jobs[0] if jobs else None
+
+    def complete_and_claim(
+        self, job: Job, worker: str, effect: Effect | None = None
+    ) -> tuple[bool, Job | None]:
+        """complete(job, effect), then claim_next(worker), in one transaction. Returns
+        (accepted, next job or None); a stale lease returns False and still claims; an
+        effect that raises rolls back both, with the job still leased to us."""
+        checks.text("worker", worker)
+        with self._tx() as db:
+            accepted = self._complete(db, job)
+            if accepted and effect is not None:
+                effect(db)
+            rows = db.execute(sql.CLAIM, self._claim_params(worker, 1)).fetchall()
+        return accepted, (_job(rows[0]) if rows else None)
+
+    # -- operating --------------------------------------------------------------
+
+    def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
+        Returns the ids requeued, sorted. An empty `ids` requeues nothing."""
+        if ids is None:
+            statement, params = sql.REQUEUE_DEAD, {"now": self._now()}
+        else:
+            stored = [i for i in checks.job_ids(ids) if 0 < i <= BIGINT_MAX]  # no other id can exist
+            statement, params = sql.REQUEUE_DEAD_IDS, {"now": self._now(), "ids": stored}
+        with self._tx() as db:
+            rows = db.execute(statement, params).fetchall()
+        return sorted(row[0] for row in rows)
+
+    def stats(self) -> dict[str, float | int]:
+        """What to watch, read through the partial indexes: the same keys as on SQLite."""
+        now = {"now": self._now()}
+        live = dict(self.db.execute(sql.STATS_LIVE).fetchall())
+        ready, age = self.db.execute(sql.STATS_READY, now).fetchone()
+        (dead,) = self.db.execute(sql.STATS_DEAD).fetchone()
+        return {
+            "queued": live.get("queued", 0),
+            "running": live.get("running", 0),
+            "ready_now": ready,
+            "oldest_ready_age_s": round(age, 1) if age is not None else 0.0,
+            "dead": dead,
+        }
+
+    # -- reading jobs back --------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord | None:
+        """The stored row of job `job_id`, or None if there is none."""
+        checks.job_id(job_id)
+        if not 0 < job_id <= BIGINT_MAX:
+            return None
+        row = self.db.execute(sql.JOB, {"id": job_id}).fetchone()
+        return None if row is None else JobRecord(*row)
+
+    def jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """Stored rows in id order, filtered by state (one or several) and kind."""
+        states = checks.states(state)
+        if kind is not None:
+            checks.kind(kind)
+        if limit is not None:
+            checks.read_limit(limit)
+        params = {"states": states, "kind": kind, "limit": limit}
+        return [JobRecord(*row) for row in self.db.execute(sql.JOBS, params)]
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state (every state listed, zeros included)."""
+        found = dict(self.db.execute(sql.COUNTS).fetchall())
+        return {state: found.get(state, 0) for state in STATES}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> PgJobQueue:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PgJobQueue({redact(self.url)!r}, schema={self.schema!r}, lease_seconds={self.lease_seconds})"
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Delete a queue's schema and everything in it (its jobs, and any table its effects made)."""
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(f"not a queue schema name: {schema!r}")
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(pg_sql.SQL(sql.DROP_SCHEMA).format(schema=pg_sql.Identifier(schema)))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _job(row: tuple) -> Job:
+    """A CLAIM row (id, kind, payload, attempts, max_attempts, lease_token, visible_at)."""
+    return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
