@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import pool
 from ..errors import InvalidArgument
-from ..procs import kill_tree
 from ..queue import SYNCHRONOUS_LEVELS, JobQueue
 from .assets import DPI, FIGSIZE, data_file, figure_png
 from .scratch import db_path
@@ -102,10 +102,20 @@ class WorkerPool:
     """Draining processes kept alive across runs: a run uses the first `config.workers` of them.
 
     Each is ``python -m labqueue.lab.throughput_worker``, started from package code, so
-    this works the same under spawn, forkserver or fork. Use as a context manager."""
+    this works the same under spawn, forkserver or fork; they are a labqueue.pool.WorkerPool
+    that runs this lab's worker program and never restarts one. Use as a context manager."""
 
     def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
+        self.pool = pool.WorkerPool(
+            None,
+            0,
+            command=lambda name: [sys.executable, "-m", "labqueue.lab.throughput_worker", name],
+            popen_options={"stdin": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True},
+        )
+
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        return [w.proc for w in self.pool.workers]
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -114,13 +124,8 @@ class WorkerPool:
         self.close()
 
     def _grow(self, size: int) -> None:
-        while len(self.procs) < size:
-            cmd = [sys.executable, "-m", "labqueue.lab.throughput_worker", f"w{len(self.procs)}"]
-            self.procs.append(
-                subprocess.Popen(
-                    cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-                )
-            )
+        self.pool.size = max(self.pool.size, size)
+        self.pool.fill()
 
     def run(self, config: Config, n_jobs: int, folder: str | os.PathLike[str] | None = None) -> Run:
         """Drain n_jobs no-op jobs with config.workers processes, timed from their common
@@ -177,18 +182,16 @@ class WorkerPool:
 
     def close(self) -> None:
         """Close every worker's stdin so it leaves; kill any that does not."""
-        for proc in self.procs:
-            if proc.stdin and not proc.stdin.closed:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc)
-            if proc.stderr:
-                proc.stderr.close()
-        self.procs = []
+        for worker in self.pool.stop(grace=10, ask=_close_stdin):
+            if worker.proc.stderr:
+                worker.proc.stderr.close()
+
+
+def _close_stdin(proc: subprocess.Popen) -> None:
+    """How a throughput worker is asked to leave: no more runs will come."""
+    if proc.stdin and not proc.stdin.closed:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
 
 
 def measure(config: Config, n_jobs: int = DEFAULT_JOBS, folder: str | os.PathLike[str] | None = None) -> Run:
