@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
-from .errors import UnknownJobKind
+from .errors import LabqueueError, UnknownJobKind
 from .queue import SYNCHRONOUS_LEVELS, Job, JobQueue
 
 DEFAULT_IDLE_EXIT = 2.0
@@ -383,7 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
     configure_logging(args.log_level, args.log_format)
     for module in args.handlers:
-        registry.load_module(module)
+        try:
+            registry.load_module(module)
+        except ImportError as exc:
+            parser.error(f"--handlers: cannot import {module!r} ({exc})")
     stop = StopFlag()
     stop.install()
     try:
@@ -397,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
             **queue_settings(args),
         )
     except ForcedShutdown:
+        return 1
+    except LabqueueError as exc:  # a bad file, a lock held too long: one line, not a traceback
+        log.error("worker %s stopped: %s", args.worker_id, exc)
         return 1
     return 0
 
