@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InvalidArgument
+from ..pool import stop_processes
 from ..procs import kill_tree
 from ..queue import JobQueue
 from .demo_handlers import start_demo_worker
@@ -138,12 +139,7 @@ def crash_recovery(lease: float = LEASE, folder: str | Path | None = None, timeo
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
     """A warm stop (SIGTERM lets the current job finish), then a hard kill if needed."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
+    stop_processes([proc], grace)
 
 
 STATE_COLORS = {"queued": "#bbbbbb", "w1": "tab:blue", "w2": "tab:green", "done": "tab:orange"}
