@@ -61,6 +61,7 @@ def _figure_class() -> Any:
             def _repr_png_(self) -> bytes:
                 return figure_png(self)
 
+        CourseFigure.__name__ = CourseFigure.__qualname__ = "Figure"  # reads as <Figure size ...>
         _FIGURE_CLASS = CourseFigure
     return _FIGURE_CLASS
 
