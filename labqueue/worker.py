@@ -223,23 +223,21 @@ def run(
 # error; `labqueue worker` (labqueue.cli) shares them and the settings below.
 
 
-def seconds(text: str) -> float:
-    """A finite number of seconds, zero or more."""
+def seconds(text: str, *, allow_zero: bool = True) -> float:
+    """A finite number of seconds, zero or more (or, without allow_zero, more than zero)."""
+    need = "zero or more" if allow_zero else "above zero"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, zero or more, got {text!r}")
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, {need}, got {text!r}")
     return value
 
 
 def positive_seconds(text: str) -> float:
     """A finite number of seconds, more than zero."""
-    value = seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above zero, got {text!r}")
-    return value
+    return seconds(text, allow_zero=False)
 
 
 def whole_number(text: str) -> int:
