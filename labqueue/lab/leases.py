@@ -73,6 +73,63 @@ def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
     return trace
 
 
+def connection_settings(q: JobQueue) -> pd.DataFrame:
+    """What JobQueue's connection is set to, read back from SQLite itself, with the reason."""
+    db = q.db
+    rows = [
+        (
+            "isolation_level",
+            repr(db.isolation_level),
+            "autocommit: Python opens no transaction behind our back; _tx() says where each begins and ends",
+        ),
+        (
+            "timeout (s)",
+            f"{q.timeout:g}",
+            "how long a write waits for the write lock before giving up (Python's default: 5 s)",
+        ),
+        (
+            "journal_mode",
+            db.execute("PRAGMA journal_mode").fetchone()[0],
+            "write-ahead log: readers do not block the writer, nor the writer the readers",
+        ),
+        (
+            "synchronous",
+            {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[db.execute("PRAGMA synchronous").fetchone()[0]],
+            "NORMAL: fewer waits for the disk; a power cut may lose the last commits (notebook 09)",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["setting", "value", "why"]).set_index("setting")
+
+
+@dataclass(frozen=True)
+class EnqueueStep:
+    call: str
+    returned: object
+    jobs_in_table: int
+
+
+def dedupe_demo(folder: str | Path | None = None) -> list[EnqueueStep]:
+    """enqueue twice with one dedupe key (the second returns None and adds nothing), once
+    without a key, then enqueue_many: one transaction for a whole batch."""
+    clock = FakeClock(START)
+    steps: list[EnqueueStep] = []
+    with JobQueue(db_path("dedupe", folder), clock=clock) as q:
+
+        def step(call: str, returned: object) -> None:
+            steps.append(EnqueueStep(call, returned, sum(q.counts().values())))
+
+        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
+        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
+        step('enqueue("email", ada)', q.enqueue("email", ADA))
+        batch = [{"to": f"user{n}@example.com"} for n in range(3)]
+        step("enqueue_many(\"email\", [3 payloads])", q.enqueue_many("email", batch))
+    return steps
+
+
+ADA = {"to": "ada@example.com"}
+KEY = "welcome:ada"
+
+
 def trace_frame(trace: list[Snapshot]) -> pd.DataFrame:
     return pd.DataFrame([asdict(s) for s in trace])
 
