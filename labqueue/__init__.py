@@ -5,6 +5,7 @@ The course that builds it lives in ``labqueue.lab``; the benchmark and the chaos
 harness in ``labqueue.bench`` and ``labqueue.chaos``. Nothing here imports them.
 """
 
+from .backends import open_queue
 from .clock import FakeClock
 from .errors import (
     CannotOpen,
@@ -44,6 +45,7 @@ __all__ = [
     "UnknownJobKind",
     "handler",
     "kill_tree",
+    "open_queue",
     "sqlite_report",
     "start_worker",
 ]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labqueue import FakeClock, JobQueue, QueueBusy, sql
-from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE, ledger_effect
+from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE
 from labqueue.worker import StopFlag, handle_then_claim, run
 
 ROW = (
@@ -30,8 +30,8 @@ def rows(q: JobQueue) -> list[tuple]:
 
 def state(q: JobQueue, job_id: int) -> tuple:
     """(state, attempts, worker) of one job."""
-    row = q.db.execute("SELECT worker, attempts, state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return row["state"], row["attempts"], row["worker"]
+    record = q.job(job_id)
+    return record.state, record.attempts, record.worker
 
 
 # A row written straight into the table, behind the queue's back.
@@ -85,6 +85,7 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
         q.close()
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize(
     ("statement", "indexes"),
     [(sql.READY_PROBE, {"jobs_ready"}), (sql.CLAIM_NEXT, {"jobs_ready", "jobs_exhausted"})],
@@ -134,13 +135,19 @@ def test_claim_next_gives_a_fresh_token_and_hides_the_job_for_its_lease(q, clock
 # -- complete_and_claim -----------------------------------------------------------
 
 
+def first_attempt_of_job_1(db) -> None:
+    """Job 1's ledger row, in SQL both backends read alike (no parameters)."""
+    db.execute(LEDGER_TABLE)
+    db.execute("INSERT INTO ledger (job_id, attempt) VALUES (1, 1)")
+
+
 def test_complete_and_claim_commits_the_effect_with_the_completion(q):
     q.db.execute(LEDGER_TABLE)
     q.enqueue_many("t", [{}, {}])
     job = q.claim_next("w")
-    accepted, nxt = q.complete_and_claim(job, "w", effect=ledger_effect(job))
+    accepted, nxt = q.complete_and_claim(job, "w", effect=first_attempt_of_job_1)
     assert accepted and nxt is not None and nxt.id == 2
-    assert [(r["job_id"], r["attempt"]) for r in q.db.execute("SELECT * FROM ledger")] == [(1, 1)]
+    assert [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger")] == [(1, 1)]
     assert state(q, 1)[0] == "done" and state(q, 2)[0] == "running"
 
 
@@ -161,7 +168,7 @@ def test_an_effect_that_raises_rolls_back_completion_and_claim_together(q):
     job = q.claim_next("w")
 
     def effect(db):
-        db.execute(RAW_INSERT, ("x",))
+        db.execute("INSERT INTO jobs (created_at, visible_at, kind, payload) VALUES (0, 0, 'x', '{}')")
         raise RuntimeError("ledger is down")
 
     with pytest.raises(RuntimeError, match="ledger is down"):

@@ -1,0 +1,208 @@
+"""What only the PostgreSQL backend has: a schema per queue, the server's clock, row
+locks skipped by concurrent claimers, and open_queue choosing the backend by location.
+
+The queue's rules themselves are tested once, for both backends, in test_queue.py and
+the other files that take `make_queue`."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from labqueue import FakeClock, ForeignJobsTable, InvalidArgument, JobQueue, QueueBusy
+from labqueue.backends import BackendMissing, open_queue
+from labqueue.errors import CannotOpen
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from labqueue.postgres import PgJobQueue, drop_schema  # noqa: E402
+from labqueue.postgres import sql as pg  # noqa: E402
+from labqueue.postgres.server import ENV_URL, throwaway_server  # noqa: E402
+
+
+@pytest.fixture
+def schema(pg_url) -> Iterator[str]:
+    """A schema name of this test's own, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    drop_schema(pg_url, name)
+
+
+@pytest.fixture
+def pgq(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema, lease_seconds=30) as q:
+        yield q
+
+
+# -- choosing the backend ---------------------------------------------------------------
+
+
+def test_open_queue_picks_the_backend_by_location(tmp_path, pg_url, schema):
+    with open_queue(tmp_path / "jobs.db", lease_seconds=5) as lite:
+        assert type(lite) is JobQueue and lite.lease_seconds == 5
+    with open_queue(pg_url, schema=schema, lease_seconds=5) as pgq:
+        assert type(pgq) is PgJobQueue and (pgq.schema, pgq.lease_seconds) == (schema, 5)
+
+
+def test_open_queue_refuses_an_unknown_scheme(tmp_path):
+    with pytest.raises(InvalidArgument, match="mysql://"):
+        open_queue("mysql://db/jobs")
+
+
+def test_a_url_without_the_extra_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "labqueue.postgres", None)  # as if psycopg were not installed
+    with pytest.raises(BackendMissing, match=r"labqueue\[postgres\]"):
+        open_queue("postgresql://localhost/jobs")
+
+
+def test_an_unreachable_server_is_cannot_open_without_the_password(tmp_path):
+    url = f"postgresql://app:secret@/jobs?host={tmp_path / 'no-server-here'}"
+    with pytest.raises(CannotOpen) as err:
+        PgJobQueue(url)
+    assert "secret" not in str(err.value) and "***" in str(err.value)
+
+
+def test_a_throwaway_server_yields_the_given_url_when_one_is_set(monkeypatch):
+    monkeypatch.setenv(ENV_URL, "postgresql://somewhere/else")
+    with throwaway_server() as url:
+        assert url == "postgresql://somewhere/else"
+
+
+# -- the schema -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["", "Jobs", "a-b", "x; DROP TABLE jobs", "1abc", "a" * 64, None])
+def test_a_schema_name_must_be_a_plain_identifier(pg_url, name):
+    with pytest.raises(InvalidArgument, match="schema"):
+        PgJobQueue(pg_url, schema=name)
+
+
+def test_each_schema_is_a_queue_of_its_own(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema) as one, PgJobQueue(pg_url, schema=schema + "_b") as two:
+        try:
+            one.enqueue("a", {})
+            assert (one.counts()["queued"], two.counts()["queued"]) == (1, 0)
+            assert two.enqueue("b", {}) == 1  # ids are per queue
+        finally:
+            drop_schema(pg_url, schema + "_b")
+
+
+def test_the_table_has_the_check_and_the_three_partial_indexes(pgq):
+    found = dict(
+        pgq.db.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs'",
+            (pgq.schema,),
+        ).fetchall()
+    )
+    assert {"jobs_ready", "jobs_exhausted", "jobs_dead"} <= set(found)
+    assert "WHERE (state = 'dead'::text)" in found["jobs_dead"]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pgq.enqueue("a", {})
+        pgq.db.execute("UPDATE jobs SET state = 'paused'")
+
+
+def test_a_foreign_jobs_table_is_refused_and_left_alone(pg_url, schema):
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+        db.execute(f'CREATE TABLE "{schema}".jobs (id int, title text)')
+        db.execute(f'INSERT INTO "{schema}".jobs VALUES (1, %s)', ("mine",))
+        with pytest.raises(ForeignJobsTable, match="kind"):
+            PgJobQueue(pg_url, schema=schema)
+        assert db.execute(f'SELECT title FROM "{schema}".jobs').fetchall() == [("mine",)]
+
+
+def test_the_claim_is_one_statement_that_skips_locked_rows():
+    assert pg.CLAIM.count("FOR UPDATE SKIP LOCKED") == 2  # the retire and the claim
+    assert "WHERE id IN (SELECT id FROM jobs" in pg.CLAIM
+    assert pg.CLAIM.strip().startswith("WITH retired AS (")
+
+
+def test_no_statement_formats_a_value():
+    """Values are %(name)s parameters: the only braces are the schema identifier's."""
+    for name in dir(pg):
+        text = getattr(pg, name)
+        if isinstance(text, str) and name not in ("CREATE_SCHEMA", "DROP_SCHEMA"):
+            assert "{" not in text and "%s" not in text, name
+
+
+# -- concurrency ------------------------------------------------------------------------------
+
+
+def test_a_claimer_skips_a_row_another_transaction_has_locked(pg_url, schema, pgq):
+    pgq.enqueue_many("a", [{}, {}])
+    with psycopg.connect(pg_url) as other:  # a transaction that holds job 1's row lock
+        other.execute(f'SELECT 1 FROM "{schema}".jobs WHERE id = 1 FOR UPDATE')
+        assert [j.id for j in pgq.claim("w", limit=2)] == [2]  # job 1 is skipped, not waited for
+        other.rollback()
+    assert [j.id for j in pgq.claim("w", limit=2)] == [1]
+
+
+def test_a_report_blocked_past_the_lock_timeout_is_queue_busy(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema, timeout=0.05) as q:
+        q.enqueue("a", {})
+        (job,) = q.claim("w")
+        with psycopg.connect(pg_url) as other:
+            other.execute(f'SELECT 1 FROM "{schema}".jobs WHERE id = 1 FOR UPDATE')
+            with pytest.raises(QueueBusy, match="lock timeout"):
+                q.complete(job)
+            other.rollback()
+        assert q.job(1).state == "running"
+        assert q.complete(job) is True
+
+
+def test_an_effect_gets_the_psycopg_connection_inside_the_transaction(pgq):
+    pgq.db.execute("CREATE TABLE audit (job_id bigint)")
+    pgq.enqueue("a", {})
+    (job,) = pgq.claim("w")
+    seen = []
+
+    def effect(db):
+        seen.append((type(db), db.info.transaction_status.name))
+        db.execute("INSERT INTO audit VALUES (%s)", (job.id,))
+
+    assert pgq.complete(job, effect=effect) is True
+    assert seen == [(psycopg.Connection, "INTRANS")]
+    assert pgq.db.execute("SELECT job_id FROM audit").fetchall() == [(1,)]
+
+
+# -- the server's clock -------------------------------------------------------------------------
+
+
+def test_without_a_clock_deadlines_come_from_the_server(pgq):
+    before = pgq.server_time()
+    pgq.enqueue("a", {})
+    (job,) = pgq.claim("w")
+    after = pgq.server_time()
+    assert before + 30 <= job.lease_expires_at <= after + 30
+    record = pgq.job(job.id)
+    assert before <= record.created_at <= after
+
+
+def test_an_injected_clock_overrides_the_server(pg_url, schema):
+    clock = FakeClock(1000.0)
+    with PgJobQueue(pg_url, schema=schema, clock=clock, lease_seconds=30) as q:
+        q.enqueue("a", {})
+        (job,) = q.claim("w")
+        assert job.lease_expires_at == 1030.0
+        assert q.job(job.id).created_at == 1000.0
+
+
+def test_workers_whose_clocks_disagree_still_agree_on_the_lease(pg_url, schema):
+    """Two 'machines': neither passes its clock, so both read the server's and the
+    second cannot take the first one's live lease, whatever the hosts' clocks say."""
+    with PgJobQueue(pg_url, schema=schema) as a, PgJobQueue(pg_url, schema=schema) as b:
+        a.enqueue("a", {})
+        (held,) = a.claim("machine-a")
+        assert b.claim("machine-b") == []
+        assert a.complete(held) is True
+
+
+def test_bad_text_is_refused_by_name_before_anything_is_written(pgq):
+    with pytest.raises(InvalidArgument, match="kind"):
+        pgq.enqueue("a\x00b", {})
+    with pytest.raises(InvalidArgument, match="dedupe_key"):
+        pgq.enqueue("a", {}, dedupe_key="k\x00")
+    assert pgq.counts()["queued"] == 0
