@@ -17,6 +17,7 @@ the course's Jupyter settings into the running interpreter's environment (binder
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -112,6 +114,32 @@ def ensure_lab_env() -> None:
     digest = lab_env_digest()
     if LAB_PYTHON.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return
+    with build_lock():
+        if LAB_PYTHON.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+            return  # another task built it while this one waited
+        build_lab_env(digest)
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """One build of ./.venv-lab at a time (two tasks started together must not both rebuild it)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock
+        yield
+        return
+    lock = ROOT / "work" / ".venv-lab.lock"  # work/ is git-ignored scratch
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_lab_env(digest: str) -> None:
+    stamp = LAB_VENV / ".built-from"
     started = time.monotonic()
     if LAB_VENV.exists():
         print(f"binder/ or pyproject.toml changed: rebuilding {LAB_VENV} from nothing", flush=True)
