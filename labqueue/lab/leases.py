@@ -126,6 +126,11 @@ def dedupe_demo(folder: str | Path | None = None) -> list[EnqueueStep]:
     return steps
 
 
+def dedupe_frame(steps: list[EnqueueStep]) -> pd.DataFrame:
+    """The demo's steps as a table; a None result stays None (not NaN)."""
+    return pd.DataFrame([asdict(s) for s in steps], dtype=object)
+
+
 ADA = {"to": "ada@example.com"}
 KEY = "welcome:ada"
 

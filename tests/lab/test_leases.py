@@ -100,3 +100,8 @@ def test_connection_settings_are_read_back_from_sqlite(tmp_path):
 def test_dedupe_demo_second_enqueue_with_the_key_adds_nothing(tmp_path):
     steps = leases.dedupe_demo(tmp_path)
     assert [(s.returned, s.jobs_in_table) for s in steps] == [(1, 1), (None, 1), (2, 2), (3, 5)]
+
+
+def test_dedupe_frame_keeps_none(tmp_path):
+    table = leases.dedupe_frame(leases.dedupe_demo(tmp_path))
+    assert table.loc[1, "returned"] is None and list(table.columns) == ["call", "returned", "jobs_in_table"]
