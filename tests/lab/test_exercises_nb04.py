@@ -35,3 +35,9 @@ def test_every_exercise_has_a_starter_an_answer_and_a_wrong_version():
 def test_checker_says_not_yet_to_nonsense(name):
     nonsense = dict.fromkeys(module.STARTERS[name])
     assert not module.CHECKERS[name](**nonsense)
+
+
+@pytest.mark.parametrize("statement", ["DELETE FROM jobs WHERE id = :id", "DROP TABLE jobs", "SELECT 1"])
+@pytest.mark.parametrize("name", list(module.CHECKERS))
+def test_a_statement_that_wrecks_the_job_is_not_yet_not_an_error(name, statement):
+    assert not module.CHECKERS[name](statement=statement)

@@ -101,6 +101,8 @@ def _in_scratch(play: Callable[[Path], Verdict]) -> Verdict:
             return play(Path(scratch))
     except StatementFailed as exc:
         return not_yet(f"your statement did not run: {exc}")
+    except (sqlite3.Error, AttributeError) as exc:  # the statement ran, but left no job to go on with
+        return not_yet(f"after your statement the timeline could not go on ({type(exc).__name__}: {exc})")
 
 
 def _is_sql(statement: object) -> Verdict | None:
