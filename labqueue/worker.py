@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
+from .backends import open_queue
 from .errors import LabqueueError, UnknownJobKind
 from .queue import SYNCHRONOUS_LEVELS, Job, JobQueue
 
@@ -176,7 +177,7 @@ def run(
         return worker_id if more else None
 
     try:
-        with JobQueue(path, lease_seconds=lease_seconds, **options) as q:
+        with open_queue(path, lease_seconds=lease_seconds, **options) as q:  # a file, or a postgresql:// URL
             log.info(
                 "worker %s started on %s: lease %g s, %s",
                 worker_id,

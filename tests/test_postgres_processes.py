@@ -1,0 +1,85 @@
+"""Real worker processes on PostgreSQL: `python -m labqueue.worker URL ...`, four at once,
+stand-ins for workers on four machines. Each claim is one statement with FOR UPDATE SKIP
+LOCKED, so no job is handed to two workers and none is left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from subprocess import PIPE
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+pytestmark = pytest.mark.slow
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from labqueue import open_queue  # noqa: E402
+
+WORKERS = 4
+JOBS = 2000
+
+# Each handling is written down at once, outside the job's transaction (a claim seen
+# twice would show as two rows), and the completion's effect adds the job's done row.
+HANDLERS = textwrap.dedent(
+    """
+    import os
+    from labqueue.handlers import handler
+
+    @handler("race")
+    def race(job, q):
+        q.db.execute("INSERT INTO handled (job_id, attempt, pid) VALUES (%s, %s, %s)",
+                      (job.id, job.attempts, os.getpid()))
+
+        def effect(db):
+            db.execute("INSERT INTO finished (job_id) VALUES (%s)", (job.id,))
+
+        return effect
+    """
+)
+
+
+@pytest.fixture
+def database_url(pg_url) -> Iterator[str]:
+    """A database of this test's own on the session's server (the workers use the
+    default schema, so the database keeps them apart from other tests)."""
+    name = f"race_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(pg_url)
+    yield urlunsplit(parts._replace(path=f"/{name}"))
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_four_worker_processes_drain_2000_jobs_each_handled_once(database_url, tmp_path):
+    (tmp_path / "race_handlers.py").write_text(HANDLERS)
+    with open_queue(database_url, lease_seconds=60) as q:
+        q.db.execute("CREATE TABLE handled (job_id bigint, attempt int, pid int)")
+        q.db.execute("CREATE TABLE finished (job_id bigint)")
+        q.enqueue_many("race", [{"n": n} for n in range(JOBS)])
+        command = [sys.executable, "-m", "labqueue.worker", database_url]
+        settings = ["60", "1.0", "--handlers", "race_handlers", "--log-level", "WARNING"]
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # where race_handlers.py is
+        workers = [
+            subprocess.Popen([*command, f"machine-{i}", *settings], env=env, stderr=PIPE, text=True)
+            for i in range(WORKERS)
+        ]
+        for worker in workers:
+            _, err = worker.communicate(timeout=240)
+            assert worker.returncode == 0, err
+
+        assert q.counts() == {"queued": 0, "running": 0, "done": JOBS, "dead": 0}
+        handled = q.db.execute("SELECT job_id, COUNT(*) FROM handled GROUP BY job_id").fetchall()
+        assert len(handled) == JOBS
+        assert [job_id for job_id, n in handled if n > 1] == []  # no job handed to two workers
+        finished = q.db.execute("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM finished").fetchone()
+        assert finished == (JOBS, JOBS)  # one effect per job, committed with its completion
+        pids = q.db.execute("SELECT COUNT(DISTINCT pid) FROM handled").fetchone()[0]
+        workers_seen = len({r.worker for r in q.jobs(state="done")})
+    print(f"{JOBS} jobs, {WORKERS} worker processes: 0 duplicates, {pids} processes took part")
+    assert workers_seen == pids
