@@ -139,14 +139,14 @@ def plot_timeline(result: ChaosResult):
     lanes.tick_params(axis="y", labelsize="small")
     lanes.set_ylim(-0.7, result.config.workers - 0.3)
     lanes.plot([], [], color=LIFE_COLOUR, lw=3, label="worker alive")
-    lanes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize="x-small", ncol=4, frameon=False)
+    lanes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize="small", ncol=4, frameon=False)
     for state, colour in (("done", "#55a868"), ("dead", "#c44e52")):
         times = sorted(j.finished_at for j in result.jobs if j.state == state and j.finished_at is not None)
         done.step([0.0, *times], range(len(times) + 1), where="post", color=colour, label=state)
     done.set_ylabel("jobs")
     done.set_xlabel("time since the start (s)")
     done.set_xlim(0, max(end, 0.1))
-    done.legend(loc="upper left", fontsize="x-small")
+    done.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -79,8 +79,8 @@ class QueueC(JobQueue):
 
     def claim(self, worker, *, limit=1):
         now = self.clock()
-        params = {"now": now, "lease_end": now + self.lease_seconds, "token": uuid.uuid4().hex,
-                  "worker": worker, "limit": limit}  # fmt: skip
+        lease = {"lease_end": now + self.lease_seconds, "token": uuid.uuid4().hex, "worker": worker}
+        params = {"now": now, "limit": limit, **lease}
         with self._tx() as db:
             db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
             rows = db.execute(CLAIM_QUEUED_ONLY, params).fetchall()
