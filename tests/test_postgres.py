@@ -6,6 +6,7 @@ the other files that take `make_queue`."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from labqueue.postgres import PgJobQueue, drop_schema  # noqa: E402
 from labqueue.postgres import sql as pg  # noqa: E402
+from labqueue.postgres.queue import EffectEndedTransaction  # noqa: E402
 from labqueue.postgres.server import ENV_URL, throwaway_server  # noqa: E402
 
 
@@ -206,3 +208,27 @@ def test_bad_text_is_refused_by_name_before_anything_is_written(pgq):
     with pytest.raises(InvalidArgument, match="dedupe_key"):
         pgq.enqueue("a", {}, dedupe_key="k\x00")
     assert pgq.counts()["queued"] == 0
+
+
+def test_an_effect_that_swallows_a_database_error_does_not_complete_the_job(pgq):
+    """PostgreSQL aborts the transaction on an error; COMMIT would then quietly roll back,
+    so complete() must not report the job done."""
+    pgq.enqueue("a", {})
+    (job,) = pgq.claim("w")
+
+    def careless(db):
+        with contextlib.suppress(psycopg.errors.DivisionByZero):
+            db.execute("SELECT 1 / 0")
+
+    with pytest.raises(EffectEndedTransaction, match="caught a database error"):
+        pgq.complete(job, effect=careless)
+    assert (pgq.job(1).state, pgq.job(1).lease_token) == ("running", job.lease_token)
+    assert pgq.complete(job) is True
+
+
+def test_an_effect_that_commits_itself_is_reported_and_nothing_more_is_claimed(pgq):
+    pgq.enqueue_many("a", [{}, {}])
+    (job,) = pgq.claim("w")
+    with pytest.raises(EffectEndedTransaction, match="ended the transaction itself"):
+        pgq.complete_and_claim(job, "w", effect=lambda db: db.execute("COMMIT"))
+    assert pgq.job(2).state == "queued"

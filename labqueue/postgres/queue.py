@@ -25,12 +25,21 @@ from ..errors import (
     CannotOpen,
     ForeignJobsTable,
     InvalidArgument,
+    LabqueueError,
     PayloadNotSerializable,
     QueueBusy,
     StorageFull,
 )
 from ..queue import MAX_ERROR_CHARS, STATES, Job, JobRecord
 from . import checks, sql
+
+try:
+    from ..errors import EffectEndedTransaction
+except ImportError:  # labqueue.errors before it named this error
+
+    class EffectEndedTransaction(LabqueueError):  # type: ignore[no-redef]
+        """A completion's effect ended or aborted the transaction it was given."""
+
 
 Clock = Callable[[], float]
 Effect = Callable[[psycopg.Connection], Any]
@@ -212,8 +221,27 @@ class PgJobQueue:
             if not self._complete(db, job):
                 return False
             if effect is not None:
-                effect(db)
+                self._run_effect(db, job, effect)
         return True
+
+    def _run_effect(self, db: psycopg.Connection, job: Job, effect: Effect) -> None:
+        """Run the effect, then make sure the transaction is still the open, healthy one it
+        was given: PostgreSQL answers COMMIT on an aborted transaction by rolling it back,
+        so an effect that swallowed a database error would otherwise lose the completion
+        while complete() reported it accepted."""
+        effect(db)
+        status = db.info.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            raise EffectEndedTransaction(
+                f"the effect of job {job.id} ({job.kind!r}) caught a database error and carried on: "
+                "the transaction was aborted, so the completion and the effect's writes were rolled back"
+            )
+        if status != psycopg.pq.TransactionStatus.INTRANS:
+            raise EffectEndedTransaction(
+                f"the effect of job {job.id} ({job.kind!r}) ended the transaction itself (COMMIT or "
+                "ROLLBACK): an effect must leave committing to the queue; what it had written before "
+                "ending it may have been committed with the completion"
+            )
 
     def _complete(self, db: psycopg.Connection, job: Job) -> bool:
         params = {"now": self._now(), "id": job.id, "token": job.lease_token}
@@ -271,7 +299,7 @@ class PgJobQueue:
         with self._tx() as db:
             accepted = self._complete(db, job)
             if accepted and effect is not None:
-                effect(db)
+                self._run_effect(db, job, effect)
             rows = db.execute(sql.CLAIM, self._claim_params(worker, 1)).fetchall()
         return accepted, (_job(rows[0]) if rows else None)
 
