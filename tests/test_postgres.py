@@ -232,3 +232,19 @@ def test_an_effect_that_commits_itself_is_reported_and_nothing_more_is_claimed(p
     with pytest.raises(EffectEndedTransaction, match="ended the transaction itself"):
         pgq.complete_and_claim(job, "w", effect=lambda db: db.execute("COMMIT"))
     assert pgq.job(2).state == "queued"
+
+
+def test_a_claimed_payload_that_is_not_json_is_dead_lettered_not_run(pgq):
+    pgq.enqueue_many("a", [{}, {}])
+    pgq.db.execute("UPDATE jobs SET payload = 'not json' WHERE id = 1")  # behind the queue's back
+    assert [j.id for j in pgq.claim("w", limit=2)] == [2]
+    record = pgq.job(1)
+    assert (record.state, record.lease_token) == ("dead", None)
+    assert record.last_error.startswith("unreadable job, not run")
+
+
+def test_error_text_postgresql_cannot_hold_is_kept_as_escapes(pgq):
+    pgq.enqueue("a", {})
+    (job,) = pgq.claim("w")
+    assert pgq.fail(job, "lone \ud800 and nul \x00") == "queued"
+    assert pgq.job(1).last_error == "lone \\ud800 and nul \\x00"

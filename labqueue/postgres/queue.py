@@ -194,12 +194,26 @@ class PgJobQueue:
     def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id, in one
         statement (FOR UPDATE SKIP LOCKED: concurrent claimers skip each other's rows).
-        Jobs whose lease ran out on their last attempt become dead."""
+        Jobs whose lease ran out on their last attempt become dead, and so does a claimed
+        row whose payload is not JSON (written behind the queue's back): it is left out."""
         limit = checks.claim_limit(limit)
         checks.text("worker", worker)
         with self._tx() as db:
             rows = db.execute(sql.CLAIM, self._claim_params(worker, limit)).fetchall()
-        return [_job(row) for row in rows]
+            jobs = [job for job in (self._readable(db, row) for row in rows) if job is not None]
+        return jobs
+
+    def _readable(self, db: psycopg.Connection, row: tuple) -> Job | None:
+        """The Job of a claimed row (id, kind, payload, attempts, max_attempts, lease_token,
+        visible_at), or None after dead-lettering a row whose payload cannot be decoded:
+        no retry can change a stored payload, so that job is never run."""
+        try:
+            payload = json.loads(row[2])
+        except (ValueError, RecursionError) as exc:
+            reason = f"unreadable job, not run: its payload is not JSON ({exc}): {row[2][:80]!r}"
+            db.execute(sql.BURY, {"now": self._now(), "reason": reason, "id": row[0], "token": row[5]})
+            return None
+        return Job(row[0], row[1], payload, row[3], row[4], row[5], row[6])
 
     def _claim_params(self, worker: str, limit: int) -> dict[str, Any]:
         return {
@@ -256,7 +270,12 @@ class PgJobQueue:
             "final": not retry,
             "delay": self.backoff_delay(job.attempts),
             "now": self._now(),
-            "error": error[:MAX_ERROR_CHARS].replace("\x00", "\\x00"),  # text cannot hold NUL
+            # As on SQLite, text UTF-8 cannot encode (a lone surrogate) is kept as an escape;
+            # so is NUL, which PostgreSQL's text cannot hold.
+            "error": error[:MAX_ERROR_CHARS]
+            .encode("utf-8", "backslashreplace")
+            .decode("utf-8")
+            .replace("\x00", "\\x00"),
             "id": job.id,
             "token": job.lease_token,
         }
@@ -301,7 +320,8 @@ class PgJobQueue:
             if accepted and effect is not None:
                 self._run_effect(db, job, effect)
             rows = db.execute(sql.CLAIM, self._claim_params(worker, 1)).fetchall()
-        return accepted, (_job(rows[0]) if rows else None)
+            job = self._readable(db, rows[0]) if rows else None
+        return accepted, job
 
     # -- operating --------------------------------------------------------------
 
@@ -393,8 +413,3 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _job(row: tuple) -> Job:
-    """A CLAIM row (id, kind, payload, attempts, max_attempts, lease_token, visible_at)."""
-    return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])

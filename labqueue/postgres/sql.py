@@ -121,6 +121,13 @@ SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at
   FROM claimed ORDER BY id
 """
 
+# A claimed row that cannot be read is dead-lettered with the reason, in the claim's transaction.
+BURY = f"""
+UPDATE jobs
+   SET state = 'dead', lease_token = NULL, finished_at = {NOW}, last_error = %(reason)s
+ WHERE id = %(id)s AND lease_token = %(token)s
+"""
+
 # An idle worker's look before it claims: true exactly when CLAIM would change a row.
 READY_PROBE = f"""
 SELECT EXISTS (SELECT 1 FROM jobs
