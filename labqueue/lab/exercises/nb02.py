@@ -58,7 +58,7 @@ def first_claim(lease_seconds: float = LEASE, until: float = START + 300) -> tup
 def check_first_claim_at(first_claim_at: object) -> Verdict:
     """Passes when `first_claim_at` is the first second at which worker-b gets the job."""
     if not _number(first_claim_at):
-        return not_yet(f"first_claim_at must be a time in seconds, such as 1050, got {first_claim_at!r}")
+        return not_yet(f"first_claim_at must be a time in seconds, such as 1234, got {first_claim_at!r}")
     actual, log = first_claim(LEASE)
     around = "; ".join(log[-2:])
     if first_claim_at == actual:
