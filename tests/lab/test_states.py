@@ -140,3 +140,14 @@ def test_edges_frame_lists_every_move_once():
     table = states.edges_frame()
     assert list(table.index) == list(states.EDGE_KEYS)
     assert table.loc["requeue", "SQL (labqueue.sql)"] == "REQUEUE_DEAD, REQUEUE_DEAD_IDS"
+
+
+def test_importing_states_and_drawing_leave_pyplot_alone():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from labqueue.lab import states; states.diagram(highlight='claim');"
+        "assert 'matplotlib.pyplot' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
