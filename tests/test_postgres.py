@@ -13,7 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from labqueue import FakeClock, ForeignJobsTable, InvalidArgument, JobQueue, QueueBusy
+from labqueue import (
+    FakeClock,
+    ForeignJobsTable,
+    InvalidArgument,
+    JobQueue,
+    PayloadNotSerializable,
+    QueueBusy,
+)
 from labqueue.backends import BackendMissing, open_queue
 from labqueue.errors import CannotOpen
 
@@ -126,7 +133,7 @@ def test_no_statement_formats_a_value():
     """Values are %(name)s parameters: the only braces are the schema identifier's."""
     for name in dir(pg):
         text = getattr(pg, name)
-        if isinstance(text, str) and name not in ("CREATE_SCHEMA", "DROP_SCHEMA"):
+        if isinstance(text, str) and name not in ("CREATE_SCHEMA", "DROP_SCHEMA", "LISTEN"):
             assert "{" not in text and "%s" not in text, name
 
 
@@ -248,3 +255,26 @@ def test_error_text_postgresql_cannot_hold_is_kept_as_escapes(pgq):
     (job,) = pgq.claim("w")
     assert pgq.fail(job, "lone \ud800 and nul \x00") == "queued"
     assert pgq.job(1).last_error == "lone \\ud800 and nul \\x00"
+
+
+# -- waking idle workers --------------------------------------------------------------------------
+
+
+def test_a_waiting_worker_is_woken_by_a_commit_that_adds_ready_work(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema) as worker, PgJobQueue(pg_url, schema=schema) as producer:
+        assert worker.wait_for_jobs(0) is False  # starts listening; nothing said yet
+        producer.enqueue("a", {})
+        assert worker.wait_for_jobs(30) is True  # returns on the signal, not after 30 s
+        assert worker.wait_for_jobs(0) is False  # one signal wakes one wait
+        producer.enqueue_many("a", [{}, {}])
+        assert worker.any_ready()  # the signal may arrive during another statement ...
+        assert worker.wait_for_jobs(0) is True  # ... and still counts
+
+
+def test_no_signal_for_a_delayed_job_or_a_refused_batch(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema) as worker, PgJobQueue(pg_url, schema=schema) as producer:
+        worker.wait_for_jobs(0)
+        producer.enqueue("a", {}, delay=600)
+        with pytest.raises(PayloadNotSerializable):
+            producer.enqueue_many("a", [{}, {1, 2}])
+        assert worker.wait_for_jobs(0.2) is False

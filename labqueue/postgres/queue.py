@@ -85,6 +85,7 @@ class PgJobQueue:
         self.schema = schema
         self.clock = clock
         self.rng = rng
+        self._listening = False
         try:
             self.db = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
@@ -173,6 +174,8 @@ class PgJobQueue:
         }
         with self._tx() as db:
             row = db.execute(sql.ENQUEUE, params).fetchone()
+            if row is not None and delay == 0:
+                self._notify(db)
         return None if row is None else row[0]
 
     def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
@@ -187,7 +190,33 @@ class PgJobQueue:
         params = {"kind": kind, "payloads": bodies, "max_attempts": self.max_attempts, "now": self._now()}
         with self._tx() as db:
             db.execute(sql.ENQUEUE_MANY, params)
+            if bodies:
+                self._notify(db)
         return len(bodies)
+
+    # -- waking idle workers (LISTEN/NOTIFY) ----------------------------------------
+    # A hint, never the only way work is found: producers NOTIFY the queue's channel (its
+    # schema's name) in the transaction that adds ready jobs, so the signal arrives when
+    # they are committed; an idle worker waits for it instead of sleeping a fixed poll,
+    # and still looks after `timeout`, so a lost notification delays a job, never loses it.
+
+    def _notify(self, db: psycopg.Connection) -> None:
+        db.execute(sql.NOTIFY, {"channel": self.schema})
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block until a producer signals ready jobs or `timeout` seconds pass. Returns True
+        when signalled; a signal that came while this connection ran other statements
+        counts too (psycopg keeps it). The first call starts listening: only connections
+        that wait listen, so a producer's connection never piles up notifications."""
+        timeout = checks.positive("timeout", timeout, allow_zero=True)
+        if not self._listening:
+            self.db.execute(pg_sql.SQL(sql.LISTEN).format(channel=pg_sql.Identifier(self.schema)))
+            self._listening = True
+        heard = self.db.notifies(timeout=timeout, stop_after=1)
+        try:
+            return next(heard, None) is not None
+        finally:
+            heard.close()
 
     # -- consuming --------------------------------------------------------------
 
@@ -335,6 +364,8 @@ class PgJobQueue:
             statement, params = sql.REQUEUE_DEAD_IDS, {"now": self._now(), "ids": stored}
         with self._tx() as db:
             rows = db.execute(statement, params).fetchall()
+            if rows:
+                self._notify(db)
         return sorted(row[0] for row in rows)
 
     def stats(self) -> dict[str, float | int]:

@@ -60,6 +60,11 @@ CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 DROP_SCHEMA = "DROP SCHEMA IF EXISTS {schema} CASCADE"
 SET_SEARCH_PATH = "SELECT set_config('search_path', %(path)s, false)"
 
+# Wake-up hints: the channel is the queue's schema name (an identifier for LISTEN, a
+# value for pg_notify). A notification is delivered when its transaction commits.
+LISTEN = "LISTEN {channel}"
+NOTIFY = "SELECT pg_notify(%(channel)s, '')"
+
 SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, false)"
 
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
