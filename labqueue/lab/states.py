@@ -185,3 +185,60 @@ def diagram(highlight: str | Iterable[str] | None = None, title: str | None = No
 
     fig.suptitle(title or "The life of a job: four states, every move an UPDATE", fontsize=10, y=0.98)
     return fig
+
+
+#: One sentence per move and per state, for the panel.
+MOVES_EXPLAINED = {
+    "enqueue": "A producer adds the job; it is ready at once, or after its delay.",
+    "claim": "A worker takes a ready job: one more attempt, a fresh lease token, a deadline.",
+    "reclaim": "The lease ran out without a report: the next claim takes the job, with a new token.",
+    "complete": "The worker whose token is still current reports success; a stale token changes nothing.",
+    "retry": "The handler failed with attempts left: back to queued, visible again after a backoff.",
+    "dead": "The last attempt failed, or its lease ran out: parked with its error for a person.",
+    "requeue": "An operator sends dead jobs back to the queue, attempts reset to 0.",
+}
+STATES_EXPLAINED = {
+    "queued": "Waiting: claimable once visible_at has passed.",
+    "running": "Leased to one worker until visible_at; claimable again after that.",
+    "done": "Finished; the row stays for monitoring until someone purges it.",
+    "dead": "A dead letter: out of attempts, kept with its last error for a person.",
+}
+
+
+class DiagramPanel:
+    """A dropdown of the moves and states, and the diagram with the chosen one in colour, each
+    with one sentence on what it means. `show(name)` is plain Python, so tests drive the panel
+    as a learner does."""
+
+    def __init__(self) -> None:
+        import ipywidgets as w
+
+        options = [("(everything)", ""), *((f"move: {k}", k) for k in EDGE_KEYS)]
+        options += [(f"state: {s}", f"state:{s}") for s in STATES]
+        self.choice = w.Dropdown(options=options, value="", description="show")
+        self.text = w.HTML()
+        self.image = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
+        self.choice.observe(lambda change: self.show(change["new"]), names="value")
+        self.widget = w.VBox([self.choice, self.text, self.image])
+        self.show("")
+
+    def show(self, name: str) -> None:
+        from .assets import figure_png
+
+        key = name.removeprefix("state:")
+        try:
+            self.image.value = figure_png(diagram(highlight=key or None))
+        except KeyboardInterrupt:  # the kernel was interrupted while drawing
+            self.text.value = "<b>interrupted</b>: pick again"
+            return
+        if not key:
+            self.text.value = "Every state and every move of a job."
+        elif name.startswith("state:"):
+            self.text.value = STATES_EXPLAINED[key]
+        else:
+            self.text.value = MOVES_EXPLAINED[key]
+
+
+def diagram_panel():
+    """The notebook's panel: pick a move or a state and see it in colour."""
+    return DiagramPanel().widget

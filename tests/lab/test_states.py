@@ -151,3 +151,19 @@ def test_importing_states_and_drawing_leave_pyplot_alone():
         "assert 'matplotlib.pyplot' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_panel_draws_the_chosen_move_or_state():
+    panel = states.DiagramPanel()
+    first = bytes(panel.image.value)
+    assert first.startswith(b"\x89PNG") and "Every state" in panel.text.value
+    panel.choice.value = "reclaim"
+    assert bytes(panel.image.value) != first and "new token" in panel.text.value
+    panel.choice.value = "state:dead"
+    assert "dead letter" in panel.text.value
+    assert {key for _, key in panel.choice.options} >= set(states.EDGE_KEYS)
+
+
+def test_every_move_and_state_is_explained():
+    assert set(states.MOVES_EXPLAINED) == set(states.EDGE_KEYS)
+    assert set(states.STATES_EXPLAINED) == set(queue.STATES)
