@@ -5,13 +5,15 @@ LOCKED, so no job is handed to two workers and none is left behind."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from subprocess import PIPE
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import pytest
 
@@ -83,3 +85,21 @@ def test_four_worker_processes_drain_2000_jobs_each_handled_once(database_url, t
         workers_seen = len({r.worker for r in q.jobs(state="done")})
     print(f"{JOBS} jobs, {WORKERS} worker processes: 0 duplicates, {pids} processes took part")
     assert workers_seen == pids
+
+
+def test_the_server_command_prints_a_url_and_cleans_up_on_sigterm():
+    env = {k: v for k, v in os.environ.items() if k != "LABQUEUE_PG_URL"}
+    command = [sys.executable, "-W", "ignore", "-m", "labqueue.postgres.server"]
+    server = subprocess.Popen(command, env=env, stdout=PIPE, stderr=PIPE, text=True)
+    try:
+        url = server.stdout.readline().strip()
+        assert url.startswith("postgresql://"), server.stderr.read()
+        with psycopg.connect(url) as db:
+            assert db.execute("SELECT 1").fetchone() == (1,)
+        folder = Path(parse_qs(urlsplit(url).query)["host"][0]).parent  # .../labqueue-pg-*/data
+        assert folder.is_dir()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    assert server.returncode == 0
+    assert not folder.exists()

