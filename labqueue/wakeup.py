@@ -113,7 +113,9 @@ class Waiter:
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds; True if a hint came. Every hint already queued
         is drained, so a burst of enqueues wakes the worker once. A False answer says
-        nothing about the queue: look anyway, that is the safety poll."""
+        nothing about the queue: look anyway, that is the safety poll. A signal whose
+        handler only sets a flag does not end the wait (PEP 475 resumes it), so a warm
+        stop is seen at the latest `timeout` seconds later."""
         if self._sock is None:
             self._sleep(timeout)
             return False
