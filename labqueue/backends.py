@@ -16,6 +16,8 @@ from .errors import InvalidArgument, LabqueueError
 from .queue import JobQueue
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# Settings only JobQueue takes: on PostgreSQL they would mean nothing.
+SQLITE_ONLY_SETTINGS = {"synchronous"}
 
 
 class BackendMissing(LabqueueError, ImportError):
@@ -30,13 +32,17 @@ def open_queue(location: str | os.PathLike[str], **settings: Any) -> Any:
     """JobQueue for a path, PgJobQueue for a postgresql:// URL, with the same settings
     (plus `schema=` on PostgreSQL, `synchronous=` on SQLite)."""
     if is_postgres_url(location):
+        scheme = str(location).split("://")[0]
         try:
             from .postgres import PgJobQueue
         except ImportError as exc:
             raise BackendMissing(
-                f"{location.split('://')[0]}:// needs the PostgreSQL extra: "
+                f"{scheme}:// needs the PostgreSQL extra: "
                 f"pip install 'labqueue[postgres]' ({exc})"
             ) from exc
+        sqlite_only = sorted(set(settings) & SQLITE_ONLY_SETTINGS)
+        if sqlite_only:
+            raise InvalidArgument(f"{', '.join(sqlite_only)} applies to SQLite files only, not to {scheme}://")
         return PgJobQueue(str(location), **settings)
     if isinstance(location, str) and "://" in location:
         raise InvalidArgument(

@@ -28,7 +28,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from labqueue.postgres import PgJobQueue, drop_schema  # noqa: E402
 from labqueue.postgres import sql as pg  # noqa: E402
-from labqueue.postgres.queue import EffectEndedTransaction  # noqa: E402
+from labqueue.postgres.queue import EffectEndedTransaction, QueueNotFound  # noqa: E402
 from labqueue.postgres.server import ENV_URL, throwaway_server  # noqa: E402
 
 
@@ -278,3 +278,18 @@ def test_no_signal_for_a_delayed_job_or_a_refused_batch(pg_url, schema):
         with pytest.raises(PayloadNotSerializable):
             producer.enqueue_many("a", [{}, {1, 2}])
         assert worker.wait_for_jobs(0.2) is False
+
+
+def test_create_false_opens_only_an_existing_queue(pg_url, schema):
+    with pytest.raises(QueueNotFound, match=schema):
+        PgJobQueue(pg_url, schema=schema, create=False)
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None
+    PgJobQueue(pg_url, schema=schema).close()
+    with PgJobQueue(pg_url, schema=schema, create=False) as q:
+        assert q.counts()["queued"] == 0
+
+
+def test_a_sqlite_only_setting_is_refused_for_a_url(pg_url):
+    with pytest.raises(InvalidArgument, match="synchronous applies to SQLite files only"):
+        open_queue(pg_url, synchronous="FULL")

@@ -34,11 +34,14 @@ from ..queue import MAX_ERROR_CHARS, STATES, Job, JobRecord
 from . import checks, sql
 
 try:
-    from ..errors import EffectEndedTransaction
-except ImportError:  # labqueue.errors before it named this error
+    from ..errors import EffectEndedTransaction, QueueNotFound
+except ImportError:  # labqueue.errors before it named these errors
 
     class EffectEndedTransaction(LabqueueError):  # type: ignore[no-redef]
         """A completion's effect ended or aborted the transaction it was given."""
+
+    class QueueNotFound(LabqueueError):  # type: ignore[no-redef]
+        """create=False, and there is no queue there; nothing was created."""
 
 
 Clock = Callable[[], float]
@@ -71,6 +74,7 @@ class PgJobQueue:
         clock: Clock | None = None,
         rng: Callable[[], float] = random.random,
         timeout: float = 30.0,
+        create: bool = True,
     ) -> None:
         self.lease_seconds = checks.positive("lease_seconds", lease_seconds)
         self.max_attempts = checks.attempts("max_attempts", max_attempts)
@@ -81,6 +85,8 @@ class PgJobQueue:
             raise InvalidArgument(
                 f"schema must be a lower-case name of letters, digits and _ (at most 63), got {schema!r}"
             )
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False, got {create!r}")
         self.url = url
         self.schema = schema
         self.clock = clock
@@ -91,14 +97,15 @@ class PgJobQueue:
         except psycopg.Error as exc:
             raise CannotOpen(f"cannot connect to {redact(url)} ({str(exc).strip()})") from exc
         try:
-            self._open_schema()
+            self._open_schema(create)
         except BaseException:
             self.db.close()
             raise
 
-    def _open_schema(self) -> None:
-        """Create the schema, table and indexes if missing (one process at a time), refuse a
-        foreign `jobs` table, and point the connection's search_path at the schema."""
+    def _open_schema(self, create: bool) -> None:
+        """Create the schema, table and indexes if missing (one process at a time; with
+        create=False refuse instead), refuse a foreign `jobs` table, and point the
+        connection's search_path at the schema."""
         name = pg_sql.Identifier(self.schema)
         with self._tx() as db:
             db.execute(sql.LOCK_SCHEMA, {"schema": self.schema})
@@ -109,7 +116,13 @@ class PgJobQueue:
                     f"schema {self.schema!r} at {redact(self.url)} already has a 'jobs' table that is "
                     f"not labqueue's (missing columns: {', '.join(missing)})"
                 )
-            db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))
+            if not columns and not create:
+                raise QueueNotFound(
+                    f"there is no queue in schema {self.schema!r} at {redact(self.url)}: create=False "
+                    "opens an existing queue only, so nothing was created"
+                )
+            if db.execute(sql.SCHEMA_EXISTS, {"schema": self.schema}).fetchone() is None:
+                db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))  # needs CREATE on the database
             # set_config(..., false): for the whole session, once this transaction commits
             db.execute(sql.SET_SEARCH_PATH, {"path": name.as_string(db)})
             if not columns:

@@ -56,6 +56,7 @@ SELECT column_name FROM information_schema.columns
 
 # The schema's name is an identifier, not a value: queue.py fills {schema} with
 # psycopg.sql.Identifier (quoted) after checking it against a plain-name pattern.
+SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 DROP_SCHEMA = "DROP SCHEMA IF EXISTS {schema} CASCADE"
 SET_SEARCH_PATH = "SELECT set_config('search_path', %(path)s, false)"
