@@ -516,7 +516,9 @@ def test_testing_panel_runs_two_chosen_tests(ran_notebook) -> None:
     page.button("Run").click()
     # the new run's line (the notebook's own run was shown after "Last run:")
     result = finished(panel, r"(?m)^(?!Last run)(.+) in [\d.]+ s \(exit code (\d+)\)$", "pytest", 120)
-    assert (result[1], result[2]) == ("2 passed", "0"), result[0]
+    # The course environment (Binder's) has no PostgreSQL extra, so the tests' PostgreSQL
+    # variants are skipped there, each with its reason; both SQLite tests must pass.
+    assert re.fullmatch(r"2 passed(, \d+ skipped)?", result[1]) and result[2] == "0", result[0]
     assert "Last run:" not in panel.inner_text()
     new_picture(chart, src)
     print(f"11 testing panel: tests/test_queue.py -k <two tests>: {result[0]}")
