@@ -189,7 +189,8 @@ def report_html(result: ChaosResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     colour = "#2e7d32" if result.passed else "#c62828"
     lines = html.escape("\n".join(result.report()))
-    return f"<b style='color:{colour}'>{verdict}</b><pre style='font-size:11px'>{lines}</pre>"
+    pre = "<pre style='font-size:11px; white-space:pre-wrap'>"  # long lines wrap, never cut off
+    return f"<b style='color:{colour}'>{verdict}</b>{pre}{lines}</pre>"
 
 
 def config_from(jobs: int, workers: int, kill_every: float, pause_every: float, seed: int) -> ChaosConfig:

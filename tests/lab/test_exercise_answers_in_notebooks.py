@@ -39,6 +39,13 @@ def your_turn(name: str) -> tuple[str, list[tuple[list[str], str, str]]]:
     return imports, found
 
 
+def run_checker(cell: str, namespace: dict):
+    """Run a checker cell (its import, then the call on its last line) and return the verdict."""
+    *before, last = cell.strip().splitlines()
+    exec("\n".join(before), namespace)
+    return eval(last, namespace)
+
+
 @pytest.mark.parametrize("name", OWN)
 def test_each_folded_answer_passes_and_the_starting_point_does_not(name, tmp_path, monkeypatch):
     monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
@@ -49,16 +56,16 @@ def test_each_folded_answer_passes_and_the_starting_point_does_not(name, tmp_pat
     for setup, checker, answer in found:
         for source in setup:
             exec(source, namespace)
-        assert not eval(checker, namespace), f"{name}: the starting point already passes"
+        assert not run_checker(checker, namespace), f"{name}: the starting point already passes"
         exec(answer, namespace)
-        verdict = eval(checker, namespace)
+        verdict = run_checker(checker, namespace)
         assert verdict, f"{name}: the folded answer does not pass: {verdict}"
 
 
 @pytest.mark.parametrize("name", OWN)
 def test_committed_checker_output_says_not_yet(name):
     cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
-    calls = [c for c in cells if c.cell_type == "code" and re.match(r"nb\d\d\.check_", c.source.strip())]
+    calls = [c for c in cells if c.cell_type == "code" and re.search(r"^nb\d\d\.check_", c.source, re.M)]
     assert calls
     for cell in calls:
         shown = " ".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
