@@ -293,3 +293,9 @@ def test_create_false_opens_only_an_existing_queue(pg_url, schema):
 def test_a_sqlite_only_setting_is_refused_for_a_url(pg_url):
     with pytest.raises(InvalidArgument, match="synchronous applies to SQLite files only"):
         open_queue(pg_url, synchronous="FULL")
+
+
+def test_numbers_as_large_as_sqlite_stores_are_stored(pgq):
+    """attempts and max_attempts are 64-bit, as SQLite's integers are."""
+    job_id = pgq.enqueue("a", {}, max_attempts=2**63 - 1)
+    assert pgq.job(job_id).max_attempts == 2**63 - 1
