@@ -2,7 +2,10 @@
 in order from the Run menu in real JupyterLab (started with `python tasks.py lab`, so in the
 Binder environment), each left open with its kernel, as participants leave them. Prints each
 notebook's Run All time and the memory of JupyterLab, its kernels and their workers (the figure
-Binder's 2 GB limit applies to; the browser is on the participant's machine and not counted).
+Binder's 2 GB limit applies to; the browser is on the participant's machine and not counted):
+resident memory summed over the processes (RSS, its peak sampled as the notebook runs, which
+counts shared pages once per process and so errs high) and, after each notebook, the
+proportional set size (PSS, shared pages split among their users).
 
     .venv/bin/python tests/browser/workshop_run.py [--cpus 1] [--install] [--json FILE] [NN ...]
 
@@ -59,6 +62,22 @@ def time_install(cpus: int) -> float:
     return seconds
 
 
+def proportional_mib(pid: int) -> int:
+    """The proportional set size (PSS) of a process and its descendants: each shared page split
+    among the processes sharing it, closer to what a memory limit such as Binder's counts than
+    the resident size (RSS) PeakMemory adds up, which counts a shared page once per process."""
+    import psutil
+
+    total = 0
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_full_info().pss
+        except (psutil.Error, AttributeError):  # gone, or no PSS on this system
+            continue
+    return round(total / MIB)
+
+
 def run_course(numbers: list[str]) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -91,12 +110,14 @@ def run_course(numbers: list[str]) -> list[dict]:
                     "problems": page.problems(state),
                     "open_kernels": len(server.api("GET", "kernels")),
                     "after_mib": round(server.memory.now() / MIB),
+                    "after_pss_mib": proportional_mib(server.proc.pid),
                     "peak_so_far_mib": round(server.memory.peak / MIB),
                 }
                 rows.append(row)
                 print(
                     f"{row['notebook']:28} {seconds:6.1f} s  {row['open_kernels']:2} kernels open"
-                    f"  now {row['after_mib']:5} MiB  peak {row['peak_so_far_mib']:5} MiB"
+                    f"  now {row['after_mib']:5} MiB (PSS {row['after_pss_mib']:5} MiB)"
+                    f"  peak {row['peak_so_far_mib']:5} MiB"
                     + (f"  PROBLEMS: {row['problems']}" if row["problems"] else ""),
                     flush=True,
                 )
