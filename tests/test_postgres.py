@@ -299,3 +299,8 @@ def test_numbers_as_large_as_sqlite_stores_are_stored(pgq):
     """attempts and max_attempts are 64-bit, as SQLite's integers are."""
     job_id = pgq.enqueue("a", {}, max_attempts=2**63 - 1)
     assert pgq.job(job_id).max_attempts == 2**63 - 1
+
+
+@pytest.mark.parametrize("attempts", [1, 6, 2000, 10**6])
+def test_backoff_never_overflows_and_stays_under_the_cap(pgq, attempts):
+    assert 0.0 <= pgq.backoff_delay(attempts) <= pgq.backoff_cap

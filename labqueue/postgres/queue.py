@@ -9,6 +9,7 @@ two queues (or two tests) on one server never see each other's jobs.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import secrets
@@ -326,8 +327,15 @@ class PgJobQueue:
         return None if row is None else row[0]
 
     def backoff_delay(self, attempts: int) -> float:
-        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt."""
-        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempts - 1))
+        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
+        up to backoff_cap (as JobQueue: 2 ** attempts is never computed past the cap, so
+        any attempt number works)."""
+        base, cap = self.backoff_base, self.backoff_cap
+        doublings = attempts - 1
+        if doublings >= math.log2(cap) - math.log2(base):
+            ceiling = cap
+        else:  # base * 2**doublings < cap here: ldexp cannot overflow
+            ceiling = min(cap, math.ldexp(base, max(doublings, -1100)))
         return self.rng() * ceiling
 
     def heartbeat(self, job: Job) -> bool:
