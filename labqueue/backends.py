@@ -48,4 +48,11 @@ def open_queue(location: str | os.PathLike[str], **settings: Any) -> Any:
         raise InvalidArgument(
             f"unknown kind of queue location {location!r}: give a file path or a postgresql:// URL"
         )
+    schema = settings.get("schema")
+    if isinstance(schema, str) and schema.isidentifier():
+        # JobQueue's schema= is the DDL it runs (or None); a bare name is PgJobQueue's meaning.
+        raise InvalidArgument(
+            f"schema={schema!r} names a PostgreSQL schema; an SQLite file holds one queue, so give "
+            "each queue its own file instead"
+        )
     return JobQueue(location, **settings)

@@ -304,3 +304,9 @@ def test_numbers_as_large_as_sqlite_stores_are_stored(pgq):
 @pytest.mark.parametrize("attempts", [1, 6, 2000, 10**6])
 def test_backoff_never_overflows_and_stays_under_the_cap(pgq, attempts):
     assert 0.0 <= pgq.backoff_delay(attempts) <= pgq.backoff_cap
+
+
+def test_a_schema_name_for_a_file_is_refused_by_open_queue(tmp_path):
+    with pytest.raises(InvalidArgument, match="names a PostgreSQL schema"):
+        open_queue(tmp_path / "jobs.db", schema="billing")
+    assert not (tmp_path / "jobs.db").exists()
