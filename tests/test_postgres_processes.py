@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +31,26 @@ JOBS = 2000
 HANDLERS = textwrap.dedent(
     """
     import os
+    import time
     from labqueue.handlers import handler
 
     @handler("race")
     def race(job, q):
         q.db.execute("INSERT INTO handled (job_id, attempt, pid) VALUES (%s, %s, %s)",
                       (job.id, job.attempts, os.getpid()))
+
+        def effect(db):
+            db.execute("INSERT INTO finished (job_id) VALUES (%s)", (job.id,))
+
+        return effect
+
+    @handler("hang_once")
+    def hang_once(job, q):
+        # The first attempt says it started, then hangs until it is killed.
+        q.db.execute("INSERT INTO handled (job_id, attempt, pid) VALUES (%s, %s, %s)",
+                      (job.id, job.attempts, os.getpid()))
+        if job.attempts == 1:
+            time.sleep(600)
 
         def effect(db):
             db.execute("INSERT INTO finished (job_id) VALUES (%s)", (job.id,))
@@ -103,3 +118,40 @@ def test_the_server_command_prints_a_url_and_cleans_up_on_sigterm():
         server.wait(timeout=60)
     assert server.returncode == 0
     assert not folder.exists()
+
+
+def test_a_killed_workers_job_is_taken_over_after_its_lease_by_the_servers_clock(database_url, tmp_path):
+    """Worker A takes the job and is SIGKILLed mid-handler; worker B, started at once,
+    gets it only when A's lease (2 s on the server's clock) has run out, as attempt 2."""
+    (tmp_path / "race_handlers.py").write_text(HANDLERS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def worker(name: str, idle_exit: str) -> subprocess.Popen:
+        command = [sys.executable, "-m", "labqueue.worker", database_url, name, "2", idle_exit]
+        return subprocess.Popen([*command, "--handlers", "race_handlers"], env=env, stderr=PIPE, text=True)
+
+    with open_queue(database_url, lease_seconds=2) as q:
+        q.db.execute("CREATE TABLE handled (job_id bigint, attempt int, pid int)")
+        q.db.execute("CREATE TABLE finished (job_id bigint)")
+        q.enqueue("hang_once", {})
+        a = worker("machine-a", "30")
+        try:
+            for _ in range(600):  # up to a minute for A to start and take the job
+                if q.db.execute("SELECT COUNT(*) FROM handled").fetchone()[0]:
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("worker A never started the job")
+            held = q.job(1)
+            assert (held.state, held.worker, held.attempts) == ("running", "machine-a", 1)
+        finally:
+            a.kill()
+            a.wait(timeout=60)
+        b = worker("machine-b", "10")
+        _, err = b.communicate(timeout=120)
+        assert b.returncode == 0, err
+        done = q.job(1)
+        assert (done.state, done.worker, done.attempts) == ("done", "machine-b", 2)
+        attempts = q.db.execute("SELECT attempt FROM handled ORDER BY attempt").fetchall()
+        assert attempts == [(1,), (2,)]
+        assert q.db.execute("SELECT COUNT(*) FROM finished").fetchone() == (1,)
