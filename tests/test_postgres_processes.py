@@ -147,7 +147,7 @@ def test_a_killed_workers_job_is_taken_over_after_its_lease_by_the_servers_clock
         finally:
             a.kill()
             a.wait(timeout=60)
-        b = worker("machine-b", "10")
+        b = worker("machine-b", "5")  # idle long enough to see the 2 s lease run out
         _, err = b.communicate(timeout=120)
         assert b.returncode == 0, err
         done = q.job(1)
