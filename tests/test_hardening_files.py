@@ -4,6 +4,7 @@ open, and a refused file is left exactly as it was."""
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import shutil
 import sqlite3
@@ -365,11 +366,41 @@ def test_create_false_refuses_an_empty_file(tmp_path):
     assert (tmp_path / "empty.db").read_bytes() == b""
 
 
-def test_create_false_opens_an_existing_queue(tmp_path):
-    with JobQueue(tmp_path / "jobs.db") as q:
+@pytest.mark.parametrize("name", ["jobs.db", "a?b#c%20d.db", "with space.db", "ünï.db", "-dash.db"])
+def test_create_false_opens_an_existing_queue(tmp_path, name):
+    with JobQueue(tmp_path / name) as q:
         q.enqueue("t", {})
-    with JobQueue(tmp_path / "jobs.db", create=False) as q:
+    with JobQueue(tmp_path / name, create=False) as q:  # through a file: URI, escaped
         assert q.counts()["queued"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def open_and_enqueue(path: str, start, out) -> None:
+    start.wait(120)
+    try:
+        with JobQueue(path) as q:
+            q.enqueue("t", {})
+        out.put("ok")
+    except Exception as exc:  # sent back to the test, which shows it
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_sixteen_processes_creating_one_queue_at_once_all_succeed(tmp_path):
+    """Opening runs the schema's migration under the write lock, with Python-side retries."""
+    path = str(tmp_path / "race.db")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(16), ctx.Queue()
+    procs = [ctx.Process(target=open_and_enqueue, args=(path, start, out)) for _ in range(16)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert results == ["ok"] * 16
+    assert user_version(Path(path)) == sql.SCHEMA_VERSION
+    with JobQueue(path) as q:
+        assert q.counts()["queued"] == 16
 
 
 def test_keepalive_never_creates_a_database_at_a_mistyped_path(tmp_path):
