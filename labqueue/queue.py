@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 Effect = Callable[[sqlite3.Connection], Any]
 
 
@@ -117,9 +118,15 @@ class JobQueue:
     application already uses). Pass `create=False` to open only an existing queue:
     then a missing file, or one without a jobs table, raises QueueNotFound and nothing
     is created or changed. A `jobs` table that is not labqueue's shape raises
-    ForeignJobsTable, a newer schema version SchemaTooNew, both before anything is
-    written; a queue made before schema versions existed is upgraded in place.
-    `schema=None` opens without creating or upgrading anything.
+    ForeignJobsTable (extra columns that may be NULL or have a default are allowed), a
+    newer schema version SchemaTooNew, a file, -wal, -shm or folder this user cannot
+    write CannotOpen, all before anything is written; a queue made before schema
+    versions existed is upgraded in place. `schema=None` opens without creating or
+    upgrading anything.
+
+    `timeout` is how long a write waits for another connection's write lock before
+    QueueBusy. SQLite waits in slices of BUSY_SLICE and Python retries between them,
+    so a signal handler (a worker's second stop signal) is never held up by the wait.
     """
 
     def __init__(
@@ -285,14 +292,19 @@ class JobQueue:
         row between our reading it and our writing it. Any exception, including
         KeyboardInterrupt, rolls the whole of it back."""
         try:
-            self._begin()
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                self._raise_translated(exc)
-            try:  # the first try has waited one slice
-                self._retry_busy(self._begin, waited=self._slice())
-            except sqlite3.OperationalError as again:
-                self._raise_translated(again)
+            try:
+                self._begin()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    self._raise_translated(exc)
+                try:  # the first try has waited one slice
+                    self._retry_busy(self._begin, waited=self._slice())
+                except sqlite3.OperationalError as again:
+                    self._raise_translated(again)
+        except BaseException:  # a signal's exception the instant BEGIN succeeded: undo it
+            if self.db.in_transaction:
+                self._own(sql.ROLLBACK)
+            raise
         try:
             yield self.db
             self._own(sql.COMMIT)
@@ -666,9 +678,6 @@ _attempts = validate.attempts
 _kind = validate.kind
 _whole_id = validate.job_id
 _states = validate.states
-
-T = TypeVar("T")
-
 
 class _EffectGuard:
     """The connection's SQLite authorizer. While an effect runs, a statement that would
