@@ -456,3 +456,27 @@ def test_a_worker_name_that_cannot_be_stored_as_text_is_refused(q, text):
 
 def test_a_readable_error_message_names_the_cannot_open_class():
     assert issubclass(CannotOpen, OSError) and issubclass(ForeignJobsTable, ForeignDatabase)
+
+
+# -- one place for each recurring idea -------------------------------------------------------
+
+
+def test_the_exhausted_condition_is_written_once_and_used_verbatim(q):
+    (index_sql,) = q.db.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs_exhausted'").fetchone()
+    assert index_sql.split("WHERE", 1)[1].strip() == sql.EXHAUSTED
+    for statement in (sql.RETIRE_EXHAUSTED, sql.CLAIM_NEXT):
+        assert f"{sql.EXHAUSTED} AND visible_at <= :now" in statement
+
+
+def test_both_claim_paths_take_their_token_from_one_function(q, monkeypatch):
+    tokens = iter(["a" * 32, "b" * 32])
+    monkeypatch.setattr(queue_module, "new_token", lambda: next(tokens))
+    q.enqueue_many("t", [{}, {}])
+    assert q.claim("w")[0].lease_token == "a" * 32
+    assert q.claim_next("w").lease_token == "b" * 32
+
+
+def test_the_argument_checks_live_in_validate():
+    from labqueue import validate
+
+    assert queue_module._positive is validate.positive and queue_module._kind is validate.kind
