@@ -5,15 +5,20 @@ The course that builds it lives in ``labqueue.lab``; the benchmark and the chaos
 harness in ``labqueue.bench`` and ``labqueue.chaos``. Nothing here imports them.
 """
 
+from .backends import open_queue
 from .clock import FakeClock
 from .errors import (
     CannotOpen,
+    EffectEndedTransaction,
+    ForeignDatabase,
     ForeignJobsTable,
     InvalidArgument,
     LabqueueError,
     NotADatabase,
     PayloadNotSerializable,
     QueueBusy,
+    QueueNotFound,
+    SchemaTooNew,
     SQLiteTooOld,
     StorageFull,
     UnknownJobKind,
@@ -28,7 +33,9 @@ from .versions import sqlite_report
 __all__ = [
     "SCHEMA",
     "CannotOpen",
+    "EffectEndedTransaction",
     "FakeClock",
+    "ForeignDatabase",
     "ForeignJobsTable",
     "InvalidArgument",
     "Job",
@@ -39,11 +46,14 @@ __all__ = [
     "NotADatabase",
     "PayloadNotSerializable",
     "QueueBusy",
+    "QueueNotFound",
     "SQLiteTooOld",
+    "SchemaTooNew",
     "StorageFull",
     "UnknownJobKind",
     "handler",
     "kill_tree",
+    "open_queue",
     "sqlite_report",
     "start_worker",
 ]

@@ -18,10 +18,25 @@ class NotADatabase(LabqueueError):
 
 
 class CannotOpen(LabqueueError, OSError):
-    """The database file cannot be opened or created (a missing or read-only folder)."""
+    """The database file cannot be opened, created or written: a missing folder, or a
+    read-only folder, database file, -wal or -shm file. The message names which."""
 
 
-class ForeignJobsTable(LabqueueError):
+class QueueNotFound(LabqueueError):
+    """create=False, and the path holds no labqueue queue (no file, or no jobs table);
+    nothing was created or changed."""
+
+
+class SchemaTooNew(LabqueueError):
+    """The file's schema version is newer than this labqueue knows; it was not touched."""
+
+
+class ForeignDatabase(LabqueueError):
+    """The file belongs to another application in a way labqueue cannot share; it was
+    not touched."""
+
+
+class ForeignJobsTable(ForeignDatabase):
     """The database has a `jobs` table that is not labqueue's; it was not touched."""
 
 
@@ -35,6 +50,11 @@ class QueueBusy(LabqueueError):
 
 class StorageFull(LabqueueError):
     """The database or disk is full; the transaction was rolled back."""
+
+
+class EffectEndedTransaction(LabqueueError):
+    """A completion's effect committed, rolled back or began a transaction itself; the
+    completion and the effect's writes were rolled back together."""
 
 
 class UnknownJobKind(LabqueueError):

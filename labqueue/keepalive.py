@@ -7,7 +7,8 @@ import os
 import threading
 import time
 
-from .queue import Clock, Job, JobQueue, _positive
+from . import validate
+from .queue import Clock, Job, JobQueue
 
 
 class KeepAlive:
@@ -29,8 +30,8 @@ class KeepAlive:
         clock: Clock = time.time,
     ) -> None:
         # Checked here, in the caller's thread: the heartbeat thread could only report it later.
-        lease_seconds = _positive("lease_seconds", lease_seconds)
-        self.interval = lease_seconds / 3 if interval is None else _positive("interval", interval)
+        lease_seconds = validate.positive("lease_seconds", lease_seconds)
+        self.interval = lease_seconds / 3 if interval is None else validate.positive("interval", interval)
         self.job, self.path = job, path
         self.lease_seconds, self.clock = lease_seconds, clock
         self.beats = 0
@@ -40,9 +41,12 @@ class KeepAlive:
         self._thread = threading.Thread(name=f"keepalive-{job.id}", daemon=True, target=self._run)
 
     def _run(self) -> None:
-        # A sqlite3 connection belongs to the thread that opened it, so this thread opens its own.
+        # A sqlite3 connection belongs to the thread that opened it, so this thread opens its own,
+        # of an existing queue only: a mistyped path is an error (QueueNotFound), never a new file.
         try:
-            with JobQueue(self.path, lease_seconds=self.lease_seconds, clock=self.clock, schema=None) as q:
+            with JobQueue(
+                self.path, lease_seconds=self.lease_seconds, clock=self.clock, schema=None, create=False
+            ) as q:
                 while not self._halt.wait(self.interval):  # wakes early, with True, when stopped
                     if not q.heartbeat(self.job):
                         self.lost.set()

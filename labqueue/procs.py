@@ -11,6 +11,9 @@ from typing import Protocol
 
 import psutil
 
+from . import validate
+from .errors import InvalidArgument
+
 
 class HasPid(Protocol):
     pid: int | None
@@ -68,15 +71,29 @@ def worker_command(
     handlers: Sequence[str] = (),
     poll: float | None = None,
 ) -> list[str]:
-    """The command line of one worker process, ``python -m labqueue.worker ...``."""
-    cmd = [sys.executable, "-m", "labqueue.worker", str(path), worker_id, str(lease_seconds)]
-    if idle_exit is not None:
-        cmd.append(str(idle_exit))
-    for module in handlers:
-        cmd += ["--handlers", module]
+    """The command line of one worker process, ``python -m labqueue.worker ...``.
+
+    Options come first and ``--`` ends them, so a path or worker id that begins with
+    ``-`` (even ``--handlers=module``) is read as the value it is, never as an option.
+    A handler module name that begins with ``-``, or any value with a NUL character,
+    is refused with InvalidArgument."""
+    path_text = validate.db_path(path)
+    validate.text("worker_id", worker_id)
+    validate.positive("lease_seconds", lease_seconds)
+    options: list[str] = []
+    for module in [handlers] if isinstance(handlers, str) else handlers:
+        validate.text("handler module", module)
+        if module.startswith("-"):
+            raise InvalidArgument(f"a handler module name cannot begin with '-', got {module!r}")
+        options += ["--handlers", module]
     if poll is not None:
-        cmd += ["--poll", str(poll)]
-    return cmd
+        validate.positive("poll", poll)
+        options += ["--poll", str(poll)]
+    positionals = [path_text, worker_id, str(lease_seconds)]
+    if idle_exit is not None:
+        validate.positive("idle_exit", idle_exit, allow_zero=True)
+        positionals.append(str(idle_exit))
+    return [sys.executable, "-m", "labqueue.worker", *options, "--", *positionals]
 
 
 def start_worker(

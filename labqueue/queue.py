@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -11,27 +12,51 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
-from . import sql
+from . import sql, validate
 from .errors import (
     CannotOpen,
+    EffectEndedTransaction,
+    ForeignDatabase,
     ForeignJobsTable,
     InvalidArgument,
     NotADatabase,
     PayloadNotSerializable,
     QueueBusy,
+    QueueNotFound,
+    SchemaTooNew,
     StorageFull,
 )
+from .sql import MAX_ERROR_CHARS
+from .validate import MAX_CLAIM_LIMIT, STATES
 from .versions import require_returning
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-MAX_ERROR_CHARS = 500
+# The deepest nesting of lists and dicts a payload may have. Python's json decodes far
+# deeper, but not without limit: a payload enqueue accepts must always be readable.
+MAX_PAYLOAD_DEPTH = 100
+# How long SQLite itself waits for the write lock before Python tries again: between
+# tries Python runs its signal handlers, so a second stop signal is not held up by a
+# wait in C. The queue's `timeout` is the total over all tries.
+BUSY_SLICE = 0.1
+
+__all__ = [
+    "MAX_CLAIM_LIMIT",
+    "MAX_ERROR_CHARS",
+    "MAX_PAYLOAD_DEPTH",
+    "STATES",
+    "Job",
+    "JobQueue",
+    "JobRecord",
+    "new_token",
+]
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 Effect = Callable[[sqlite3.Connection], Any]
 
 
@@ -68,9 +93,6 @@ class JobRecord:
     finished_at: float | None
 
 
-STATES = ("queued", "running", "done", "dead")
-
-
 @dataclass(frozen=True)
 class Finished:
     """What running one claimed job came to, for settle(): a success (with the effect
@@ -80,7 +102,13 @@ class Finished:
     effect: Effect | None = None
     error: str | None = None
     retry: bool = True
+    exception: BaseException | None = field(default=None, compare=False, repr=False)  # for the log
 
+
+def new_token() -> str:
+    """A fresh lease token: 128 random bits. Every claim, single or batch, takes its
+    token from here."""
+    return secrets.token_hex(16)
 
 
 class JobQueue:
@@ -94,6 +122,23 @@ class JobQueue:
     longer, so a crashed worker's job waits d more before it is handed over. Either
     way nothing is lost or finished twice: complete, fail and heartbeat check the
     token, never the clock, and a heartbeat renews the lease from the clock's reading.
+
+    Opening a file: a new path becomes a queue. An SQLite file without a `jobs` table
+    (another application's database, say) is changed: labqueue switches it to WAL
+    journal mode and adds its `jobs` table and indexes, and records its schema version
+    in the file's `PRAGMA user_version` (so it refuses a file whose user_version another
+    application already uses). Pass `create=False` to open only an existing queue:
+    then a missing file, or one without a jobs table, raises QueueNotFound and nothing
+    is created or changed. A `jobs` table that is not labqueue's shape raises
+    ForeignJobsTable (extra columns that may be NULL or have a default are allowed), a
+    newer schema version SchemaTooNew, a file, -wal, -shm or folder this user cannot
+    write CannotOpen, all before anything is written; a queue made before schema
+    versions existed is upgraded in place. `schema=None` opens without creating or
+    upgrading anything.
+
+    `timeout` is how long a write waits for another connection's write lock before
+    QueueBusy. SQLite waits in slices of BUSY_SLICE and Python retries between them,
+    so a signal handler (a worker's second stop signal) is never held up by the wait.
     """
 
     def __init__(
@@ -109,27 +154,44 @@ class JobQueue:
         rng: Callable[[], float] = random.random,
         schema: str | None = sql.SCHEMA,
         timeout: float = 30.0,
+        create: bool = True,
     ) -> None:
         require_returning()
-        self.lease_seconds = _positive("lease_seconds", lease_seconds)
-        self.max_attempts = _attempts("max_attempts", max_attempts)
-        self.backoff_base = _positive("backoff_base", backoff_base)
-        self.backoff_cap = _positive("backoff_cap", backoff_cap)
-        self.timeout = _positive("timeout", timeout, allow_zero=True)
+        self.lease_seconds = validate.positive("lease_seconds", lease_seconds)
+        self.max_attempts = validate.attempts("max_attempts", max_attempts)
+        self.backoff_base = validate.positive("backoff_base", backoff_base)
+        self.backoff_cap = validate.positive("backoff_cap", backoff_cap)
+        self.timeout = validate.positive("timeout", timeout, allow_zero=True)
         level = str(synchronous).upper()
         if level not in SYNCHRONOUS_LEVELS:
             raise InvalidArgument(
                 f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
             )
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False, got {create!r}")
         self.clock = clock
         self.rng = rng
-        self.path = Path(path)
+        self.path = Path(validate.db_path(path))
         _check_is_sqlite_file(self.path)
+        if not create and not self.path.is_file():
+            raise QueueNotFound(
+                f"{self.path} does not exist: create=False opens an existing queue only, "
+                "so nothing was created (is the path mistyped?)"
+            )
+        _check_writable(self.path)
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
-        # transaction from _tx(); a lone read runs in autocommit.
+        # transaction from _tx(); a lone read runs in autocommit. The busy timeout is
+        # one slice of self.timeout: _retry_busy() makes up the rest in Python.
+        self._checked_worker: str | None = None
         try:
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self.timeout)
+            if create:
+                self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self._slice())
+            else:  # mode=rw: SQLite itself never creates the file, even if it vanished meanwhile
+                uri = self.path.absolute().as_uri() + "?mode=rw"
+                self.db = sqlite3.connect(uri, isolation_level=None, timeout=self._slice(), uri=True)
         except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
+            if not create:
+                raise QueueNotFound(f"cannot open the existing queue {self.path} ({exc})") from exc
             raise CannotOpen(
                 f"cannot open or create {self.path} ({exc}): check that its folder "
                 f"{self.path.parent} exists and is writable"
@@ -139,14 +201,13 @@ class JobQueue:
         # no cursor or Row object per statement on the hot path.
         self._hot = self.db.cursor()
         self._hot.row_factory = None
+        # Consulted by SQLite only when it prepares a statement, so it costs the cached
+        # statements of the hot path nothing.
+        self._guard = _EffectGuard()
+        self.db.set_authorizer(self._guard)
         try:
-            _check_jobs_table(self.db, self.path)
-            self.db.execute("PRAGMA journal_mode = WAL")
-            # A PRAGMA takes no parameters; the level was checked against a fixed list.
-            self.db.execute(f"PRAGMA synchronous = {level}")
-            if schema:
-                self.db.executescript(schema)
-        except sqlite3.OperationalError as exc:  # locked, or full while creating the schema
+            self._retry_busy(lambda: self._open(schema, level, create))
+        except sqlite3.OperationalError as exc:  # locked, full or read-only while preparing the file
             self.db.close()
             self._raise_translated(exc)
         except sqlite3.DatabaseError as exc:  # an SQLite header on a damaged or foreign file
@@ -156,7 +217,85 @@ class JobQueue:
             self.db.close()
             raise
 
+    def _open(self, schema: str | None, level: str, create: bool) -> None:
+        """Check the file, then set it up. Everything that can refuse the file reads
+        only, so a refused file is left as it was."""
+        found = self.db.execute(sql.JOBS_OBJECT).fetchone()
+        version = self.db.execute(sql.USER_VERSION).fetchone()[0]
+        if found is None:
+            if not create:
+                raise QueueNotFound(
+                    f"{self.path} has no jobs table: create=False opens an existing queue only, "
+                    "so no table was added and the file was not changed"
+                )
+            if version != 0:
+                raise ForeignDatabase(
+                    f"{self.path} has no jobs table and its PRAGMA user_version is {version}: it is "
+                    "another application's database that keeps its own schema version where labqueue "
+                    "keeps its, so labqueue will not add its tables to it; use a file of its own"
+                )
+        else:
+            if version > sql.SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} has labqueue schema version {version} (PRAGMA user_version); this "
+                    f"labqueue knows versions up to {sql.SCHEMA_VERSION}: upgrade labqueue to open it"
+                )
+            _check_jobs_table(self.db, self.path, found, max(version, 1))
+        self.db.execute("PRAGMA journal_mode = WAL")
+        # A PRAGMA takes no parameters; the level was checked against a fixed list.
+        self.db.execute(f"PRAGMA synchronous = {level}")
+        if schema == sql.SCHEMA:
+            if found is None or version < sql.SCHEMA_VERSION:
+                self._migrate()
+        elif schema:  # a schema of the caller's own (the course's index experiments)
+            self.db.executescript(schema)
+
+    def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION, one step of sql.MIGRATIONS at a time, in one
+        write transaction. The version is read again under the write lock: another
+        process may have created or upgraded the queue since we looked."""
+        with self._tx() as db:
+            version = db.execute(sql.USER_VERSION).fetchone()[0]
+            if version > sql.SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} was upgraded to labqueue schema version {version} while opening; "
+                    f"this labqueue knows versions up to {sql.SCHEMA_VERSION}"
+                )
+            for step in sql.MIGRATIONS[version:]:
+                for statement in _statements(step):
+                    db.execute(statement)
+            if version < sql.SCHEMA_VERSION:
+                # An integer constant of ours: PRAGMA takes no parameters.
+                db.execute(f"PRAGMA user_version = {int(sql.SCHEMA_VERSION)}")
+
     # -- plumbing -------------------------------------------------------------
+
+    def _slice(self) -> float:
+        return min(self.timeout, BUSY_SLICE)
+
+    def _retry_busy(self, action: Callable[[], T], *, waited: float = 0.0) -> T:
+        """Run `action`, trying again while the database is locked, for up to
+        self.timeout seconds in all (less `waited`, already spent). SQLite waits one
+        short slice per try, so Python's signal handlers run between tries: a second
+        stop signal ends the wait at once."""
+        give_up = time.monotonic() + self.timeout - waited - self._slice()
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > give_up:
+                    raise
+
+    def _begin(self) -> None:
+        self._own(sql.BEGIN)
+
+    def _own(self, statement: str) -> None:
+        """Run one of labqueue's own transaction statements (the authorizer lets them by)."""
+        self._guard.ours = True
+        try:
+            self.db.execute(statement)
+        finally:
+            self._guard.ours = False
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -165,24 +304,39 @@ class JobQueue:
         row between our reading it and our writing it. Any exception, including
         KeyboardInterrupt, rolls the whole of it back."""
         try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            self._raise_translated(exc)
+            try:
+                self._begin()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    self._raise_translated(exc)
+                try:  # the first try has waited one slice
+                    self._retry_busy(self._begin, waited=self._slice())
+                except sqlite3.OperationalError as again:
+                    self._raise_translated(again)
+        except BaseException:  # a signal's exception the instant BEGIN succeeded: undo it
+            if self.db.in_transaction:
+                self._own(sql.ROLLBACK)
+            raise
         try:
             yield self.db
-            self.db.execute("COMMIT")
+            self._own(sql.COMMIT)
         except BaseException as exc:
             if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+                self._own(sql.ROLLBACK)
             if isinstance(exc, sqlite3.OperationalError):
                 self._raise_translated(exc)
             raise
 
     def _raise_translated(self, exc: sqlite3.OperationalError) -> NoReturn:
-        """Raise a lock timeout or a full disk as labqueue's own error, naming the file;
-        anything else is raised unchanged."""
+        """Raise a lock timeout, a full disk or a read-only file as labqueue's own error,
+        naming the file; anything else is raised unchanged."""
         message = str(exc)
-        if "locked" in message or "busy" in message:
+        if "readonly" in message or "unable to open" in message:
+            raise CannotOpen(
+                f"{self.path}: cannot write ({message}): the file, its -wal or -shm file, or its "
+                "folder is read-only for this user; nothing was changed"
+            ) from exc
+        if _is_busy(exc):
             raise QueueBusy(
                 f"{self.path}: another connection held the write lock for longer than "
                 f"the busy timeout of {self.timeout} s ({message}); nothing was changed"
@@ -203,12 +357,18 @@ class JobQueue:
         dedupe_key: str | None = None,
     ) -> int | None:
         """Add one job, ready after `delay` seconds, and return the new row's id. If a
-        job with this dedupe_key is already stored, nothing changes and the result is None."""
-        _kind(kind)
-        delay = _positive("delay", delay, allow_zero=True)
-        attempts = self.max_attempts if max_attempts is None else _attempts("max_attempts", max_attempts)
-        if dedupe_key is not None and not isinstance(dedupe_key, str):
-            raise InvalidArgument(f"dedupe_key must be a string or None, got {dedupe_key!r}")
+        job with this dedupe_key is already stored, nothing changes and the result is None.
+
+        The payload must read back as it went in: JSON without NaN or infinity, nested
+        at most MAX_PAYLOAD_DEPTH deep, dict keys strings (JSON would turn 1 into "1",
+        and {1: 'a', '1': 'b'} would lose a value); tuples come back as lists.
+        Anything else raises PayloadNotSerializable."""
+        validate.kind(kind)
+        delay = validate.positive("delay", delay, allow_zero=True)
+        attempts = self.max_attempts
+        if max_attempts is not None:
+            attempts = validate.attempts("max_attempts", max_attempts)
+        dedupe_key = validate.optional_text("dedupe_key", dedupe_key)
         body = _to_json(payload)
         now = self.clock()
         with self._tx() as db:
@@ -216,8 +376,9 @@ class JobQueue:
         return None if row is None else row["id"]
 
     def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
-        """Add many jobs in one transaction: all of them, or (on any error) none."""
-        _kind(kind)
+        """Add many jobs in one transaction: all of them, or (on any error) none.
+        Each payload follows enqueue()'s rules."""
+        validate.kind(kind)
         bodies = []
         for index, payload in enumerate(payloads):
             try:
@@ -237,49 +398,138 @@ class JobQueue:
         Readiness is a single test, visible_at <= now. The column holds a queued job's
         start time and a running job's lease deadline, so an expired lease is picked up
         here and no reaper is needed. Jobs whose lease ran out on their last attempt
-        become dead. It looks before it locks: on an empty queue it returns [] after one
-        read, without taking the write lock."""
-        _limit(limit)
-        if not self.any_ready():
+        become dead. A claimed row that cannot be read (its payload is not JSON text)
+        is dead-lettered in the same transaction, with the reason, and left out; the
+        rest of the batch is returned. `limit` is at most MAX_CLAIM_LIMIT. It looks
+        before it locks: on an empty queue it returns [] after one read, without the
+        write lock."""
+        limit = validate.claim_limit(limit)
+        self._check_worker(worker)
+        if not self.any_ready():  # look before locking: an empty queue costs one read
             return []
-        with self._tx():
-            rows = self._claim_rows(worker, limit, alone_if_handed_out=False)
-        return self._decoded(rows)
+        now = self.clock()
+        params = {
+            "now": now,
+            "lease_end": now + self.lease_seconds,
+            "token": new_token(),
+            "worker": worker,
+            "limit": limit,
+        }
+        with self._tx() as db:
+            db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
+            # fetchall() matters: an undrained RETURNING cursor keeps the statement,
+            # and with it the write lock, alive.
+            rows = self._claimed(sql.CLAIM, params)
+            jobs = [job for job in (self._job(row, now) for row in rows) if job is not None]
+        return sorted(jobs, key=lambda job: job.id)
+
+    def _claimed(self, statement: str, params: dict[str, Any]) -> list[tuple]:
+        """Run a claim statement and return its rows. A row whose text SQLite holds as
+        invalid UTF-8 cannot even be fetched; then the rows claimed under this token are
+        read again as bytes, so that row alone can be set aside (retired rows, which
+        are dead already, are not read again)."""
+        try:
+            return self._hot.execute(statement, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        rows = []
+        for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
+            sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
+        ):
+            kind, payload = _raw_text(kind, kind_type), _raw_text(payload, payload_type)
+            rows.append((job_id, kind, payload, *rest, "running"))
+        return rows
+
+    def _job(self, row: tuple, now: float) -> Job | None:
+        """The Job of a claimed row (id, kind, payload, attempts, max_attempts, lease_token,
+        visible_at, ...), or None after dead-lettering a row that cannot be read: no
+        retry can change a stored payload, so that job is never run."""
+        kind, payload = row[1], row[2]
+        if type(kind) is str and type(payload) is str:
+            try:
+                return Job(row[0], kind, json.loads(payload), row[3], row[4], row[5], row[6])
+            except (ValueError, RecursionError):
+                pass
+        reason = f"unreadable job, not run: {_unreadable(kind, payload)}"
+        self._hot.execute(sql.BURY, {"now": now, "reason": reason, "id": row[0], "token": row[5]})
+        return None
+
+    def _check_worker(self, worker: object) -> None:
+        if worker is not self._checked_worker:  # the same name again costs one comparison
+            validate.text("worker", worker)
+            self._checked_worker = worker  # type: ignore[assignment]
 
     def complete(self, job: Job, effect: Effect | None = None) -> bool:
         """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
         once the fence has passed, inside the completing transaction, so its writes are
         saved together with the done state or not saved at all. Returns False, without
-        running the effect, for a stale lease."""
+        running the effect, for a stale lease.
+
+        The effect must leave the transaction to labqueue: one that commits, rolls back
+        or begins a transaction (COMMIT, executescript(), db.commit(), ...) is stopped
+        and raises EffectEndedTransaction, with everything rolled back."""
         with self._tx() as db:
             cur = db.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token))
             if cur.rowcount != 1:
                 return False
             if effect is not None:
-                effect(db)
+                self._run_effect(job, effect)
         return True
+
+    def _run_effect(self, job: Job, effect: Effect) -> None:
+        """Run an effect inside the completing transaction, refusing any statement of
+        its that would begin or end a transaction (the authorizer denies them as SQLite
+        prepares them), and checking afterwards that the transaction is still open."""
+        guard = self._guard
+        if guard.stale:  # someone prepared a transaction statement: make SQLite prepare it again
+            self.db.set_authorizer(guard)  # (which expires every prepared statement)
+            guard.stale = False
+        guard.active, guard.refused = True, False
+        try:
+            effect(self.db)
+        except sqlite3.DatabaseError as exc:
+            if guard.refused:
+                raise EffectEndedTransaction(_effect_message(job)) from exc
+            raise
+        finally:
+            guard.active = False
+        if guard.refused or not self.db.in_transaction:
+            raise EffectEndedTransaction(_effect_message(job))
 
     def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
         """Record a failure. Returns "queued" (a retry after full-jitter backoff),
-        "dead" (out of attempts, or retry=False), or None for a stale lease."""
+        "dead" (out of attempts, or retry=False), or None for a stale lease. The
+        error keeps its first MAX_ERROR_CHARS characters; text UTF-8 cannot encode
+        (a lone surrogate) is kept as a backslash escape."""
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__}")
-        now = self.clock()
+        with self._tx():
+            return self._fail(job, error, retry=retry, now=self.clock())
+
+    def _fail(self, job: Job, error: str, *, retry: bool, now: float) -> Literal["queued", "dead"] | None:
+        """FAIL inside the caller's transaction."""
         params = {
             "final": not retry,
             "retry_at": now + self.backoff_delay(job.attempts),
             "now": now,
-            "error": error[:MAX_ERROR_CHARS],
+            "error": error[:MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8"),
             "id": job.id,
             "token": job.lease_token,
         }
-        with self._tx() as db:
-            row = db.execute(sql.FAIL, params).fetchone()
-        return None if row is None else row["state"]
+        row = self._hot.execute(sql.FAIL, params).fetchone()
+        return None if row is None else row[0]
 
     def backoff_delay(self, attempts: int) -> float:
-        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt."""
-        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempts - 1))
+        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
+        up to backoff_cap. The doubling stops at the cap: 2 ** attempts is never
+        computed past it, so any attempt number works."""
+        base, cap = self.backoff_base, self.backoff_cap
+        doublings = attempts - 1
+        if doublings >= math.log2(cap) - math.log2(base):
+            ceiling = cap
+        else:  # base * 2**doublings < cap here: ldexp cannot overflow
+            ceiling = min(cap, math.ldexp(base, max(doublings, -1100)))
         return self.rng() * ceiling
 
     # -- the worker loop's fast path -----------------------------------------------
@@ -294,9 +544,13 @@ class JobQueue:
         return bool(self._hot.execute(sql.READY_PROBE, (self.clock(),)).fetchall())
 
     def claim_next(self, worker: str) -> Job | None:
-        """Lease the next ready job to `worker`, or return None: claim_batch(worker, 1)."""
-        jobs = self.claim_batch(worker, 1)
-        return jobs[0] if jobs else None
+        """Lease the next ready job to `worker`, or return None. The same rules as
+        claim(worker): oldest first, attempts counted, and jobs whose lease ran out on
+        their last attempt retired as dead, all in one statement. An unreadable row
+        is dead-lettered, as claim() does, and the next ready job is claimed instead."""
+        self._check_worker(worker)
+        with self._tx():
+            return self._claim_next(worker)
 
     def complete_and_claim(
         self, job: Job, worker: str, effect: Effect | None = None
@@ -307,13 +561,34 @@ class JobQueue:
         are complete()'s: a stale lease returns False without running the effect and
         still claims; an effect that raises rolls back the completion and the claim
         together, and the exception propagates with the job still leased to us."""
-        with self._tx() as db:
+        self._check_worker(worker)
+        with self._tx():
             accepted = self._hot.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount == 1
             if accepted and effect is not None:
-                effect(db)
-            rows = self._claim_rows(worker, 1, alone_if_handed_out=True)
-        jobs = self._decoded(rows)
-        return accepted, (jobs[0] if jobs else None)
+                self._run_effect(job, effect)
+            return accepted, self._claim_next(worker)
+
+    def _claim_next(self, worker: str) -> Job | None:
+        """CLAIM_NEXT inside the caller's transaction: the claimed job, if any (retired
+        rows are dropped). An unreadable row is dead-lettered and the next one claimed."""
+        while True:
+            now = self.clock()
+            params = {
+                "now": now,
+                "lease_end": now + self.lease_seconds,
+                "token": new_token(),
+                "worker": worker,
+                "limit": 1,
+                "reason": sql.LAST_ATTEMPT_EXPIRED,
+            }
+            for row in self._claimed(sql.CLAIM_NEXT, params):
+                if row[7] == "running":
+                    break
+            else:
+                return None
+            job = self._job(row, now)
+            if job is not None:
+                return job
 
     def heartbeat(self, job: Job) -> bool:
         """Move the lease deadline to clock() + lease_seconds. Returns False, changing
@@ -323,23 +598,23 @@ class JobQueue:
         return cur.rowcount == 1
 
     # -- group commit: a batch per write transaction -------------------------------
-    # The worker's path when the queue is deep: claim a batch, run it, then report every
-    # job of it and claim the next batch in one write transaction. Each job keeps its own
-    # rules: its completion is fenced by its token, its effect commits with its completion
-    # or not at all (a savepoint per job), its failure is retried or dead-lettered. What
-    # the batch shares is the transaction, so one commit (one WAL sync) serves many jobs.
+    # The worker's path: claim a batch, run it, then report every job of it and claim
+    # the next batch in one write transaction. Each job keeps its own rules: its
+    # completion is fenced by its token, its effect commits with its completion or not
+    # at all (a savepoint per job), its failure is retried or dead-lettered. What the
+    # batch shares is the transaction, so one commit serves many jobs.
 
     def claim_batch(self, worker: str, limit: int) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, oldest first, after a read has shown
-        that something is ready (an empty queue costs no write lock). A job that was
-        handed out before (attempts > 0: its worker may have crashed on it) comes alone,
-        so a job that kills its worker cannot take a batch of others down with it twice."""
-        _limit(limit)
+        that something is ready (an empty queue costs no write lock). A job handed out
+        before (attempts > 0: its worker may have crashed on it) comes alone, so a job
+        that kills its worker cannot take a batch of others down with it twice."""
+        limit = validate.claim_limit(limit)
+        self._check_worker(worker)
         if not self.any_ready():
             return []
         with self._tx():
-            rows = self._claim_rows(worker, limit, alone_if_handed_out=True)
-        return self._decoded(rows)
+            return self._claim_batch(worker, limit)
 
     def settle(
         self, finished: Sequence[Finished], *, claim_for: str | None = None, limit: int = 1
@@ -350,19 +625,24 @@ class JobQueue:
         Returns each job's outcome ("done", "queued", "dead", or "lost" for a job whose
         lease was no longer ours) and the jobs claimed. A stale token rejects that job
         only; an effect that raises rolls back that job's completion only (a savepoint)
-        and fails it with the error, while the rest of the batch still commits."""
+        and fails it with the error, while the rest of the batch still commits. An
+        effect that tries to end the transaction raises EffectEndedTransaction and
+        nothing of the batch is saved, as complete() does."""
+        if claim_for is not None:
+            limit = validate.claim_limit(limit)
+            self._check_worker(claim_for)
         outcomes: list[str] = []
         with self._tx():
             now = self.clock()
             for report in finished:
                 outcomes.append(self._settle_one(report, now))
-            rows = [] if claim_for is None else self._claim_rows(claim_for, limit, alone_if_handed_out=True)
-        return outcomes, self._decoded(rows)
+            jobs = [] if claim_for is None else self._claim_batch(claim_for, limit)
+        return outcomes, jobs
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
-        """Heartbeat several jobs in one write transaction: each lease that is still ours
-        runs to clock() + lease_seconds. Returns those jobs with their new deadline; a job
-        missing from the result has been taken over and must not be run or reported."""
+        """Heartbeat several jobs in one write transaction: each lease still ours runs to
+        clock() + lease_seconds. Returns those jobs with their new deadline; a job missing
+        from the result has been taken over and must not be run or reported."""
         kept = []
         with self._tx():
             deadline = self.clock() + self.lease_seconds
@@ -383,27 +663,32 @@ class JobQueue:
                 released += self._hot.execute(sql.RELEASE, params).rowcount
         return released
 
-    def _claim_rows(self, worker: str, limit: int, *, alone_if_handed_out: bool) -> list[tuple]:
-        """The claim inside the caller's write transaction: retire the leases that ran out
-        on a last attempt, read the next ready ids, lease exactly those. Under SQLite's
-        single writer nothing can change a row between the read and the update, because
-        BEGIN IMMEDIATE took the write lock before either ran."""
-        _limit(limit)
+    def _claim_batch(self, worker: str, limit: int) -> list[Job]:
+        """The batch claim inside the caller's transaction: read the attempts of the next
+        ready jobs, then lease the leading run never handed out (or one job handed out
+        before) with CLAIM_NEXT, which also retires leases that ran out on a last attempt.
+        Unreadable rows are dead-lettered and left out, as claim() does."""
         now = self.clock()
-        self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
-        ready = self._hot.execute(sql.READY_IDS, {"now": now, "limit": limit}).fetchall()
-        ids = _batch_ids(ready) if alone_if_handed_out else [job_id for job_id, _ in ready]
-        if not ids:
-            return []
-        params = (now + self.lease_seconds, secrets.token_hex(16), worker, *ids)
-        # fetchall() matters: an undrained RETURNING cursor keeps the statement, and with
-        # it the write lock, alive.
-        return self._hot.execute(sql.claim_ids(len(ids)), params).fetchall()
+        size = 1
+        if limit > 1:
+            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS, {"now": now, "limit": limit})]
+            size = max(1, batch_size(attempts))
+        params = {
+            "now": now,
+            "lease_end": now + self.lease_seconds,
+            "token": new_token(),
+            "worker": worker,
+            "limit": size,
+            "reason": sql.LAST_ATTEMPT_EXPIRED,
+        }
+        rows = [row for row in self._claimed(sql.CLAIM_NEXT, params) if row[7] == "running"]
+        jobs = [job for job in (self._job(row, now) for row in rows) if job is not None]
+        return sorted(jobs, key=lambda job: job.id)
 
     def _settle_one(self, report: Finished, now: float) -> str:
         job = report.job
         if report.error is not None:
-            return self._fail_in_tx(job, report.error, retry=report.retry, now=now)
+            return self._fail(job, report.error, retry=report.retry, now=now) or "lost"
         if report.effect is None:
             accepted = self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
             return "done" if accepted else "lost"
@@ -411,45 +696,26 @@ class JobQueue:
         try:
             if self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount != 1:
                 return "lost"
-            report.effect(self.db)
+            self._run_effect(job, report.effect)
             return "done"
+        except EffectEndedTransaction:
+            raise  # the transaction itself is in question: the whole batch rolls back
         except Exception as exc:  # this job's completion and effect are undone, no other job's
             self._hot.execute("ROLLBACK TO job")
-            return self._fail_in_tx(job, f"{type(exc).__name__}: {exc}", retry=True, now=now)
+            return self._fail(job, f"{type(exc).__name__}: {exc}", retry=True, now=now) or "lost"
         finally:
-            self._hot.execute("RELEASE job")
-
-    def _fail_in_tx(self, job: Job, error: str, *, retry: bool, now: float) -> str:
-        params = {
-            "final": not retry,
-            "retry_at": now + self.backoff_delay(job.attempts),
-            "now": now,
-            "error": error[:MAX_ERROR_CHARS],
-            "id": job.id,
-            "token": job.lease_token,
-        }
-        row = self._hot.execute(sql.FAIL, params).fetchone()
-        return "lost" if row is None else row[0]
-
-    def _decoded(self, rows: list[tuple]) -> list[Job]:
-        """Claimed rows as Jobs, decoded after COMMIT so the write lock is held no longer
-        than needed."""
-        return sorted((_job_from_tuple(row) for row in rows), key=lambda job: job.id)
+            if self.db.in_transaction:
+                self._hot.execute("RELEASE job")
 
     # -- operating --------------------------------------------------------------
 
     def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
         """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
         Returns the ids requeued, sorted. An empty `ids` requeues nothing."""
-        now = self.clock()
         if ids is None:
-            statement, params = sql.REQUEUE_DEAD, (now,)
+            statement, params = sql.REQUEUE_DEAD, (self.clock(),)
         else:
-            ids = list(ids)
-            bad = [i for i in ids if not isinstance(i, int) or isinstance(i, bool)]
-            if bad:
-                raise InvalidArgument(f"ids must be whole numbers, got {bad[0]!r}")
-            statement, params = sql.REQUEUE_DEAD_IDS, (now, json.dumps(ids))
+            statement, params = sql.REQUEUE_DEAD_IDS, (self.clock(), json.dumps(validate.job_ids(ids)))
         with self._tx() as db:
             rows = db.execute(statement, params).fetchall()
         return sorted(row["id"] for row in rows)
@@ -474,8 +740,9 @@ class JobQueue:
 
     def job(self, job_id: int) -> JobRecord | None:
         """The stored row of job `job_id`, or None if there is none."""
-        _whole_id(job_id)
-        row = self.db.execute(sql.JOB, (job_id,)).fetchone()
+        validate.job_id(job_id)
+        with self._lenient_text():
+            row = self.db.execute(sql.JOB, (job_id,)).fetchone()
         return None if row is None else _record(row)
 
     def jobs(
@@ -487,17 +754,28 @@ class JobQueue:
     ) -> list[JobRecord]:
         """Stored rows in id order, filtered by state (one or several) and kind. Reads the
         whole table when unfiltered: for people and tests, not for the hot path."""
-        states = _states(state)
+        states = validate.states(state)
         if kind is not None:
-            _kind(kind)
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise InvalidArgument(f"limit must be a whole number of zero or more, or None, got {limit!r}")
+            validate.kind(kind)
+        if limit is not None:
+            validate.read_limit(limit)
         params = {
             "states": None if states is None else json.dumps(states),
             "kind": kind,
             "limit": -1 if limit is None else limit,
         }
-        return [_record(row) for row in self.db.execute(sql.JOBS, params)]
+        with self._lenient_text():
+            return [_record(row) for row in self.db.execute(sql.JOBS, params)]
+
+    @contextmanager
+    def _lenient_text(self) -> Iterator[None]:
+        """Read any row, even one whose text another program stored as invalid UTF-8
+        (its bad bytes shown as escapes): rows read back are for people to look at."""
+        self.db.text_factory = _lenient_text
+        try:
+            yield
+        finally:
+            self.db.text_factory = str
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state (every state listed, zeros included). Counts
@@ -518,77 +796,207 @@ class JobQueue:
         return f"JobQueue({str(self.path)!r}, lease_seconds={self.lease_seconds})"
 
 
+def batch_size(attempts: Sequence[int]) -> int:
+    """How many of the next ready jobs (their attempts, in claim order) one batch takes:
+    one job handed out before alone, else the leading run of jobs never handed out."""
+    if not attempts:
+        return 0
+    if attempts[0] > 0:
+        return 1
+    run = 0
+    for n in attempts:
+        if n > 0:
+            break
+        run += 1
+    return run
+
+
 def _record(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**{name: row[name] for name in sql.COLUMNS})
 
 
-def _job_from_tuple(row: tuple) -> Job:
-    """A CLAIM_IDS row (id, kind, payload, attempts, max_attempts, lease_token, visible_at)."""
-    return Job(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6])
+# The argument checks live in labqueue.validate; these names stay for the modules
+# that imported them from here (keepalive, the PostgreSQL queue).
+_positive = validate.positive
+_attempts = validate.attempts
+_kind = validate.kind
+_whole_id = validate.job_id
+_states = validate.states
+
+class _EffectGuard:
+    """The connection's SQLite authorizer. While an effect runs, a statement that would
+    begin, commit or roll back a transaction is denied as SQLite prepares it (savepoints
+    are allowed: they nest inside our transaction).
+
+    SQLite asks only when it prepares a statement, and sqlite3 caches prepared
+    statements by their text. labqueue's own BEGIN, COMMIT and ROLLBACK have texts of
+    their own, so an effect's "COMMIT" is never one of ours from the cache; and when
+    anyone else prepares a transaction statement on this connection (`stale`), the next
+    effect first re-installs the authorizer, which makes SQLite prepare every statement
+    afresh, so that cached one is asked about too."""
+
+    __slots__ = ("active", "ours", "refused", "stale")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.ours = False
+        self.refused = False
+        self.stale = False
+
+    def __call__(self, action: int, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION:
+            if self.active:
+                self.refused = True
+                return sqlite3.SQLITE_DENY
+            if not self.ours:
+                self.stale = True
+        return sqlite3.SQLITE_OK
 
 
-def _batch_ids(ready: list[tuple[int, int]]) -> list[int]:
-    """Which of the ready (id, attempts) rows one batch takes: a job handed out before
-    alone, else the leading run of jobs never handed out."""
-    if not ready:
-        return []
-    if ready[0][1] > 0:
-        return [ready[0][0]]
-    batch = []
-    for job_id, attempts in ready:
-        if attempts > 0:
-            break
-        batch.append(job_id)
-    return batch
+def _effect_message(job: Job) -> str:
+    return (
+        f"the effect of job {job.id} ({job.kind!r}) tried to begin, commit or roll back a "
+        "transaction itself (COMMIT, ROLLBACK, BEGIN, executescript() or db.commit()): labqueue "
+        "commits an effect's writes together with the job's done state, so the completion and "
+        "the effect's writes were rolled back and the job is still leased"
+    )
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "backslashreplace")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc)
+    return "locked" in message or "busy" in message
+
+
+class _Unreadable:
+    """A stored value that could not be decoded as text, standing in for it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | _Unreadable | None:
+    """A column read as bytes: its text if it is valid UTF-8 text, else what it is."""
+    if stored_as == "blob":
+        return value
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _Unreadable(f"stored as text that is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+
+
+def _unreadable(kind: object, payload: object) -> str:
+    """Why a claimed row cannot become a Job."""
+    if isinstance(kind, _Unreadable):
+        return f"its kind is {kind.reason}"
+    if type(kind) is not str:
+        return f"its kind is stored as {type(kind).__name__} {kind!r:.80}, not text"
+    if isinstance(payload, _Unreadable):
+        return f"its payload is {payload.reason}"
+    if isinstance(payload, bytes):
+        return f"its payload is stored as a BLOB ({len(payload)} bytes), not JSON text"
+    if type(payload) is not str:
+        return f"its payload is stored as {type(payload).__name__} {payload!r:.80}, not JSON text"
+    try:
+        json.loads(payload)
+    except RecursionError:
+        return "its payload is JSON nested too deeply for Python to decode"
+    except ValueError as exc:
+        return f"its payload is not valid JSON ({exc}): {payload[:80]!r}"
+    return "its payload cannot be decoded"
 
 
 def _to_json(payload: Any) -> str:
+    """The payload as JSON text that json.loads() turns back into the same value (tuples
+    become lists), or PayloadNotSerializable saying why not."""
     try:
-        return json.dumps(payload, allow_nan=False)
-    except TypeError as exc:
+        body = json.dumps(payload, allow_nan=False)
+    except RecursionError:
+        raise PayloadNotSerializable(
+            f"payload is nested deeper than MAX_PAYLOAD_DEPTH = {MAX_PAYLOAD_DEPTH} levels "
+            "(or contains itself)"
+        ) from None
+    except (TypeError, ValueError) as exc:
         raise PayloadNotSerializable(f"payload is not JSON-serialisable: {exc}") from None
-    except ValueError as exc:
-        raise PayloadNotSerializable(f"payload is not JSON-serialisable: {exc}") from None
+    if body.count("[") + body.count("{") > MAX_PAYLOAD_DEPTH:  # cheap: most payloads stop here
+        _check_depth(payload)
+    if "{" in body and not _string_keys_only(payload):  # only dicts have keys
+        problem = _key_problem(payload)
+        if problem:
+            raise PayloadNotSerializable(problem)
+    return body
 
 
-def _kind(kind: object) -> None:
-    if not isinstance(kind, str) or not kind:
-        raise InvalidArgument(f"kind must be a non-empty string, got {kind!r}")
+def _string_keys_only(value: Any) -> bool:
+    """The fast check (nesting is bounded by now): every dict key is exactly a str."""
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) in _CONTAINERS and not _string_keys_only(item):
+                return False
+    elif type(value) in (list, tuple):
+        for item in value:
+            if type(item) in _CONTAINERS and not _string_keys_only(item):
+                return False
+    return True
 
 
-def _limit(limit: object) -> None:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidArgument(f"limit must be a whole number of at least 1, got {limit!r}")
+_CONTAINERS = (dict, list, tuple)
 
 
-def _whole_id(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidArgument(f"a job id must be a whole number, got {value!r}")
-    return value
+def _check_depth(payload: Any) -> None:
+    stack = [(payload, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list, tuple)):
+            depth += 1
+            if depth > MAX_PAYLOAD_DEPTH:
+                raise PayloadNotSerializable(
+                    f"payload is nested deeper than MAX_PAYLOAD_DEPTH = {MAX_PAYLOAD_DEPTH} levels"
+                )
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth) for item in items)
 
 
-def _states(state: str | Iterable[str] | None) -> list[str] | None:
-    if state is None:
-        return None
-    chosen = [state] if isinstance(state, str) else list(state)
-    unknown = [s for s in chosen if s not in STATES]
-    if unknown or not chosen:
-        raise InvalidArgument(f"state must be one or more of {', '.join(STATES)}, got {state!r}")
-    return chosen
+def _key_problem(payload: Any) -> str | None:
+    """The first dict key JSON would change (any key that is not a string), or None."""
+    stack = [(payload, "payload")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    as_json = next(iter(json.loads(json.dumps({key: 0}))))
+                    clash = as_json in value
+                    return (
+                        f"{where} has the {type(key).__name__} key {key!r}: JSON stores every key as a "
+                        f"string, so it would come back as {as_json!r}"
+                        + (f" and collide with the key {as_json!r} already there" if clash else "")
+                        + "; use string keys"
+                    )
+                stack.append((item, f"{where}[{key!r}]"))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+    return None
 
 
-def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        need = "zero or more" if allow_zero else "more than zero"
-        raise InvalidArgument(f"{name} must be a finite number {need}, got {value!r}")
-    return float(value)
-
-
-def _attempts(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidArgument(f"{name} must be a whole number of at least 1, got {value!r}")
-    return value
+def _statements(script: str) -> list[str]:
+    """A script split into its statements (sqlite3 runs one per execute())."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements
 
 
 def _check_is_sqlite_file(path: Path) -> None:
@@ -597,17 +1005,128 @@ def _check_is_sqlite_file(path: Path) -> None:
     if path.is_dir():
         raise NotADatabase(f"{path} is a directory, not an SQLite database file")
     if path.exists() and path.stat().st_size > 0:
-        with path.open("rb") as f:
-            header = f.read(len(SQLITE_HEADER))
+        try:
+            with path.open("rb") as f:
+                header = f.read(len(SQLITE_HEADER))
+        except PermissionError as exc:
+            raise CannotOpen(f"{path} cannot be read by this user ({exc.strerror}); not touched") from exc
         if header != SQLITE_HEADER:
             raise NotADatabase(f"{path} is not an SQLite database (its header is {header[:16]!r})")
 
 
-def _check_jobs_table(db: sqlite3.Connection, path: Path) -> None:
-    columns = {row[0] for row in db.execute(sql.TABLE_COLUMNS)}
-    missing = [name for name in sql.COLUMNS if name not in columns]
-    if columns and missing:
+def _check_writable(path: Path) -> None:
+    """Say, before connecting, which file or folder this user cannot write: SQLite would
+    open a read-only file without a word and fail at the first write."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise CannotOpen(f"cannot open or create {path}: its folder {folder} does not exist")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise CannotOpen(
+            f"{path} is read-only for this user: the queue writes to its file "
+            "(give this user write permission, or open a copy); nothing was changed"
+        )
+    sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    for side in sides:
+        if side.exists() and not os.access(side, os.R_OK | os.W_OK):
+            raise CannotOpen(
+                f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
+                "there (give this user write permission on it); nothing was changed"
+            )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        if not path.exists():
+            raise CannotOpen(f"cannot create {path}: its folder {folder} is read-only for this user")
+        if not all(side.exists() for side in sides):
+            raise CannotOpen(
+                f"the folder {folder} is read-only for this user: in WAL mode SQLite must create "
+                f"{sides[0].name} and {sides[1].name} beside {path.name}; nothing was changed"
+            )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    columns: dict[str, tuple]
+    unique: frozenset[tuple[str, int]]
+    checks: tuple[str, ...]
+
+
+def _shape(db: sqlite3.Connection, create_sql: str) -> _Shape:
+    columns = {row[0]: tuple(row[1:]) for row in db.execute(sql.TABLE_SHAPE)}
+    unique = frozenset((row[0], row[1]) for row in db.execute(sql.UNIQUE_KEYS))
+    return _Shape(columns, unique, _checks(create_sql or ""))
+
+
+@functools.cache
+def _expected_shape(version: int) -> _Shape:
+    """The jobs table of schema `version`, as its migrations build it (in memory)."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for step in sql.MIGRATIONS[:version]:
+            db.executescript(step)
+        return _shape(db, db.execute(sql.JOBS_OBJECT).fetchone()[1])
+    finally:
+        db.close()
+
+
+def _checks(create_sql: str) -> tuple[str, ...]:
+    """The CHECK constraints of a CREATE TABLE statement, whitespace normalised."""
+    text = " ".join(create_sql.split())
+    lower = text.lower()
+    found, i = [], 0
+    while (i := lower.find("check", i)) != -1:
+        start = i + len("check")
+        inside_a_name = i > 0 and (lower[i - 1].isalnum() or lower[i - 1] == "_")
+        if inside_a_name or not lower[start:].lstrip().startswith("("):
+            i = start
+            continue
+        j = lower.index("(", start)
+        depth, k = 0, j
+        for k in range(j, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            if depth == 0:
+                break
+        found.append(text[j : k + 1].replace("( ", "(").replace(" )", ")"))
+        i = k
+    return tuple(sorted(found))
+
+
+def _column_text(spec: tuple) -> str:
+    kind, notnull, default, pk = spec
+    parts = [kind or "(no type)"] + ["NOT NULL"] * bool(notnull)
+    parts += [f"DEFAULT {default}"] * (default is not None) + ["PRIMARY KEY"] * bool(pk)
+    return " ".join(parts)
+
+
+def _check_jobs_table(db: sqlite3.Connection, path: Path, found: tuple, version: int) -> None:
+    """Refuse a jobs table that is not labqueue's (of this schema version): reads only."""
+    kind, create_sql = found
+    if kind != "table":
+        raise ForeignJobsTable(f"{path} already has a {kind} named 'jobs', not labqueue's table")
+    have, want = _shape(db, create_sql), _expected_shape(version)
+    missing = [name for name in want.columns if name not in have.columns]
+    if missing:
         raise ForeignJobsTable(
             f"{path} already has a 'jobs' table that is not labqueue's "
             f"(missing columns: {', '.join(missing)})"
+        )
+    problems = [
+        f"column {name} is {_column_text(have.columns[name])}, labqueue's is {_column_text(spec)}"
+        for name, spec in want.columns.items()
+        if have.columns[name] != spec
+    ]
+    problems += [
+        f"its extra column {name} is NOT NULL without a default, so labqueue could not add a job"
+        for name, (_, notnull, default, pk) in have.columns.items()
+        if name not in want.columns and notnull and default is None and not pk
+    ]
+    if have.unique != want.unique:
+        shown = ", ".join(sorted(f"UNIQUE ({cols})" for cols, _ in have.unique)) or "none"
+        problems.append(f"its unique keys are {shown}, labqueue's table has UNIQUE (dedupe_key) only")
+    if have.checks != want.checks:
+        problems.append(
+            f"its CHECK constraints are {list(have.checks) or 'none'}, labqueue's are {list(want.checks)}"
+        )
+    if problems:
+        raise ForeignJobsTable(
+            f"{path} already has a 'jobs' table that is not labqueue's ({'; '.join(problems)}); "
+            "it was not changed"
         )

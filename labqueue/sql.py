@@ -2,11 +2,19 @@
 
 Keeping them in one module lets another backend (PostgreSQL with FOR UPDATE SKIP
 LOCKED is planned) supply its own set and pass the same behavioural tests.
-Values always travel as ``?`` parameters; the only text built at run time is the list
-of placeholders for a batch of ids (claim_ids).
+Values always travel as ``?`` parameters; nothing here is formatted at run time (a
+few statements are assembled from the constants below once, at import).
 """
 
-import functools
+# The longest error text a row keeps, in characters: every statement that writes
+# last_error cuts it to this length in SQL, whatever it prepends.
+MAX_ERROR_CHARS = 500
+
+# A running job whose attempts are used up: when its lease ends it is retired as dead,
+# not claimed again. Written once and spliced into the partial index jobs_exhausted and
+# into the statements that use it: SQLite only uses a partial index when the query
+# contains the index's WHERE terms, so the two must never drift apart.
+EXHAUSTED = "state = 'running' AND attempts >= max_attempts"
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -29,15 +37,46 @@ CREATE TABLE IF NOT EXISTS jobs (
 
 # Each partial index holds only the few rows one statement looks for, so a table
 # full of finished jobs costs the claim nothing (notebook 08 measures this).
-INDEXES = """
+INDEXES = f"""
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (visible_at, id)
     WHERE state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
-    WHERE state = 'running' AND attempts >= max_attempts;
+    WHERE {EXHAUSTED};
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 """
 
 SCHEMA = TABLE + INDEXES
+
+# The queue's own transaction statements. Their texts are labqueue's alone, so that an
+# effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
+# (see queue._EffectGuard).
+BEGIN = "BEGIN IMMEDIATE /* labqueue */"
+COMMIT = "COMMIT /* labqueue */"
+ROLLBACK = "ROLLBACK /* labqueue */"
+
+# -- schema versions -----------------------------------------------------------------
+# The version lives in the file header (PRAGMA user_version). MIGRATIONS[n] is the
+# script that takes a file from version n to n + 1, run in one write transaction with
+# the new version number. Version 0 is a file labqueue has not versioned: a new or
+# foreign file (no jobs table yet), or a queue made before versions existed, whose
+# table already has version 1's shape (CREATE ... IF NOT EXISTS leaves it as it is).
+# The next change of the schema (a priority column, a 'cancelled' state) is one more
+# entry here, and SCHEMA_VERSION follows len(MIGRATIONS).
+MIGRATIONS: tuple[str, ...] = (SCHEMA,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+USER_VERSION = "PRAGMA user_version"
+
+# What a jobs table looks like, for the check that a file's table is labqueue's.
+JOBS_OBJECT = "SELECT type, sql FROM sqlite_master WHERE name = 'jobs' COLLATE NOCASE"
+TABLE_SHAPE = """
+SELECT name, upper(type), "notnull", dflt_value, pk FROM pragma_table_info('jobs') ORDER BY cid
+"""
+UNIQUE_KEYS = """
+SELECT (SELECT group_concat(name, ',') FROM pragma_index_info(il.name)) AS cols, il.partial
+  FROM pragma_index_list('jobs') AS il
+ WHERE il."unique"
+"""
 
 COLUMNS = (
     "id",
@@ -55,8 +94,6 @@ COLUMNS = (
     "finished_at",
 )
 
-TABLE_COLUMNS = "SELECT name FROM pragma_table_info('jobs')"
-
 ENQUEUE = """
 INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -71,14 +108,20 @@ VALUES (?, ?, ?, ?, ?)
 
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 
-# The WHERE clause repeats jobs_exhausted's own terms word for word: SQLite only
+# A retired job's error: the reason, then the error it had before (the newest text
+# first), cut to MAX_ERROR_CHARS however many times a job is requeued and retired.
+RETIRED_ERROR = (
+    "substr(CASE WHEN last_error IS NULL THEN :reason"
+    f" ELSE :reason || '; previous error: ' || last_error END, 1, {MAX_ERROR_CHARS})"
+)
+
+# The WHERE clause holds jobs_exhausted's own terms word for word: SQLite only
 # uses a partial index when it can see that the query implies the index's WHERE.
-RETIRE_EXHAUSTED = """
+RETIRE_EXHAUSTED = f"""
 UPDATE jobs
    SET state = 'dead', lease_token = NULL, finished_at = :now,
-       last_error = CASE WHEN last_error IS NULL THEN :reason
-                         ELSE :reason || '; previous error: ' || last_error END
- WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= :now
+       last_error = {RETIRED_ERROR}
+ WHERE {EXHAUSTED} AND visible_at <= :now
 """
 
 CLAIM = """
@@ -90,6 +133,73 @@ UPDATE jobs
                ORDER BY visible_at, id
                LIMIT :limit)
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+"""
+
+# The worker loop's claim: RETIRE_EXHAUSTED and CLAIM folded into one statement, so
+# the common case (nothing to retire) costs no extra statement. The OR's second arm is
+# RETIRE_EXHAUSTED's WHERE word for word, so SQLite answers it from jobs_exhausted
+# alone; the first arm leaves those rows to it. Every SET expression reads the row
+# as it was before the update, so each CASE sees the same condition.
+# Returned rows whose state is 'dead' were retired, the 'running' ones were claimed.
+CLAIM_NEXT = f"""
+UPDATE jobs
+   SET state       = CASE WHEN {EXHAUSTED} THEN 'dead' ELSE 'running' END,
+       attempts    = CASE WHEN {EXHAUSTED} THEN attempts ELSE attempts + 1 END,
+       visible_at  = CASE WHEN {EXHAUSTED} THEN visible_at ELSE :lease_end END,
+       lease_token = CASE WHEN {EXHAUSTED} THEN NULL ELSE :token END,
+       worker      = CASE WHEN {EXHAUSTED} THEN worker ELSE :worker END,
+       finished_at = CASE WHEN {EXHAUSTED} THEN :now ELSE finished_at END,
+       last_error  = CASE WHEN {EXHAUSTED} THEN {RETIRED_ERROR} ELSE last_error END
+ WHERE id IN (SELECT id FROM jobs
+               WHERE state IN ('queued', 'running') AND visible_at <= :now
+                 AND NOT ({EXHAUSTED})
+               ORDER BY visible_at, id
+               LIMIT :limit)
+    OR ({EXHAUSTED} AND visible_at <= :now)
+RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at, state
+"""
+
+# Group commit's look at the next batch, inside the write transaction that will claim
+# it: the attempts of the next ready jobs, in the claim's order. A job handed out before
+# (attempts > 0: its worker may have died on it) is claimed alone; otherwise the batch
+# is the leading run of jobs never handed out, claimed by CLAIM_NEXT with that LIMIT.
+# With the write lock held, CLAIM_NEXT then takes exactly these rows.
+READY_ATTEMPTS = f"""
+SELECT attempts FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at <= :now
+   AND NOT ({EXHAUSTED})
+ ORDER BY visible_at, id
+ LIMIT :limit
+"""
+
+# A claimed job the worker never started (a warm stop in the middle of a batch): back to
+# queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
+RELEASE = """
+UPDATE jobs
+   SET state = 'queued', attempts = attempts - 1, visible_at = :now,
+       lease_token = NULL, worker = NULL
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+# The claimed rows again, read as raw bytes: only when a claimed row's text could not
+# be decoded as UTF-8, so that the row alone can be set aside. A claim sets visible_at
+# to :lease_end, so jobs_ready finds the rows without reading finished ones.
+CLAIMED_RAW = """
+SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),
+       attempts, max_attempts, lease_token, visible_at
+  FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at = :lease_end
+   AND state = 'running' AND lease_token = :token
+ ORDER BY id
+"""
+
+# A claimed job whose row cannot be read (its payload is not JSON text, say): no retry
+# can change that, so it goes straight to the dead letters, fenced like fail().
+BURY = f"""
+UPDATE jobs
+   SET state = 'dead', lease_token = NULL, finished_at = :now,
+       last_error = substr(:reason, 1, {MAX_ERROR_CHARS})
+ WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
 # An idle worker's look before it claims: a read through jobs_ready, no write lock,
@@ -109,13 +219,13 @@ UPDATE jobs
 
 # Out of attempts (or told not to retry): dead, keeping the error for a person.
 # Otherwise back to queued, visible again at the backoff time.
-FAIL = """
+FAIL = f"""
 UPDATE jobs
    SET state       = CASE WHEN :final OR attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
        visible_at  = CASE WHEN :final OR attempts >= max_attempts THEN visible_at ELSE :retry_at END,
        finished_at = CASE WHEN :final OR attempts >= max_attempts THEN :now END,
        lease_token = NULL,
-       last_error  = :error
+       last_error  = substr(:error, 1, {MAX_ERROR_CHARS})
  WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING state
 """
@@ -123,50 +233,6 @@ RETURNING state
 HEARTBEAT = """
 UPDATE jobs SET visible_at = ?
  WHERE id = ? AND lease_token = ? AND state = 'running'
-"""
-
-# -- group commit: the worker's batch path -----------------------------------------------
-# Under SQLite's single writer the claim can be two plain statements inside the
-# BEGIN IMMEDIATE transaction that already holds the write lock: read the next ready
-# ids, then update exactly those rows. Nobody can change a row between the two, so this
-# is as safe as one UPDATE ... WHERE id IN (subquery), and cheaper to run. (PostgreSQL,
-# with many writers, keeps the one-statement form with FOR UPDATE SKIP LOCKED.)
-# READY_IDS leaves out the leases that ran out on a last attempt: RETIRE_EXHAUSTED
-# turns those dead first, in the same transaction.
-READY_IDS = """
-SELECT id, attempts FROM jobs
- WHERE state IN ('queued', 'running') AND visible_at <= :now
- ORDER BY visible_at, id
- LIMIT :limit
-"""
-
-# One placeholder per id (the text for n ids is built once and cached): measured here
-# (SQLite 3.40) as cheap as the tutorial's one-statement claim at one id, where a JSON
-# array of ids through json_each cost about a fifth more CPU per claim.
-_CLAIM_IDS = """
-UPDATE jobs
-   SET state = 'running', attempts = attempts + 1,
-       visible_at = ?, lease_token = ?, worker = ?
- WHERE id IN ({ids})
-RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
-"""
-
-
-@functools.lru_cache(maxsize=128)
-def claim_ids(n: int) -> str:
-    """CLAIM_IDS for n ids: parameters (lease_end, token, worker, id_1, ..., id_n)."""
-    if n < 1:
-        raise ValueError(f"claim_ids needs at least one id, got {n}")
-    return _CLAIM_IDS.format(ids=", ".join("?" * n))
-
-
-# A claimed job the worker never started (a warm stop in the middle of a batch): back to
-# queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
-RELEASE = """
-UPDATE jobs
-   SET state = 'queued', attempts = attempts - 1, visible_at = :now,
-       lease_token = NULL, worker = NULL
- WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
 REQUEUE_DEAD = """

@@ -1,8 +1,10 @@
 """The loop a worker process runs: claim, handle, complete or fail, repeat.
 
-    python -m labqueue.worker DB WORKER_ID LEASE_SECONDS [IDLE_EXIT] [--handlers MODULE]
+    python -m labqueue.worker DB WORKER_ID LEASE_SECONDS [IDLE_EXIT] [--handlers MODULE] [options]
 
-It leaves by itself after IDLE_EXIT seconds with nothing to do. The first
+It leaves by itself after IDLE_EXIT seconds with nothing to do (never, with
+--no-idle-exit). `labqueue worker DB` is the same loop with named options, and runs
+a supervised pool of them with --concurrency N (labqueue.pool). The first
 SIGTERM or SIGINT lets the current job finish and then exits (a warm stop); a
 second one exits at once, and the job's lease hands it to another worker.
 """
@@ -10,25 +12,35 @@ second one exits at once, and the job's lease hands it to another worker.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import math
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
+from typing import Any
 
 from . import handlers as registry
-from .errors import InvalidArgument, UnknownJobKind
-from .queue import Finished, Job, JobQueue
+from . import validate
+from .backends import open_queue
+from .errors import LabqueueError, UnknownJobKind
+from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 
 DEFAULT_IDLE_EXIT = 2.0
 DEFAULT_POLL = 0.05
-# Group commit: on a deep queue a worker claims up to BATCH jobs at once and reports them
-# (and claims the next batch) in one write transaction. A crash re-runs at most one batch.
+# Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
+# the next batch) in one write transaction. A crash re-runs at most one batch.
 DEFAULT_BATCH = 10
 # A finished job is done only once its transaction commits. Within a batch the worker
 # commits what has finished whenever this much time has passed since its last commit,
 # so slow jobs are reported about as soon as they finish and only fast ones are grouped.
 DEFAULT_COMMIT_INTERVAL = 0.05
+LOG_FORMATS = ("text", "json")
+
+log = logging.getLogger("labqueue.worker")  # the same name when run as __main__
+log.addHandler(logging.NullHandler())  # silent unless the program configures logging (main() does)
 
 
 class ForcedShutdown(BaseException):
@@ -54,8 +66,16 @@ class StopFlag:
 
 def error_text(exc: BaseException) -> str:
     """What fail() records: the exception's class, so a person can sort the dead
-    letters by cause, and its message."""
-    return f"{type(exc).__name__}: {exc}"
+    letters by cause, and its message. Never raises: if the exception's own str()
+    raises (or returns a non-string), its repr() stands in, then a note of what failed."""
+    try:
+        message = str(exc)
+    except Exception as broken:
+        try:
+            message = f"{exc!r} (its str() raised {type(broken).__name__})"
+        except Exception:
+            message = f"<its str() raised {type(broken).__name__}, and so did its repr()>"
+    return f"{type(exc).__name__}: {message}"
 
 
 def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None) -> str:
@@ -80,11 +100,13 @@ def handle_then_claim(
     fn = table.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
-        return q.fail(job, error_text(error), retry=False) or "lost", None
+        outcome = q.fail(job, error_text(error), retry=False) or "lost"
+        log.error("job %d (%s): %s; %s", job.id, job.kind, error, _OUTCOME_WORDS[outcome])
+        return outcome, None
     try:
         effect = fn(job, q)
     except Exception as exc:
-        return q.fail(job, error_text(exc)) or "lost", None
+        return _failed(q, job, exc), None
     try:
         worker = claim_for()
         if worker is None:
@@ -92,8 +114,35 @@ def handle_then_claim(
         else:
             accepted, next_job = q.complete_and_claim(job, worker, effect=effect)
     except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
-        return q.fail(job, error_text(exc)) or "lost", None
+        return _failed(q, job, exc), None
+    if not accepted:
+        log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
     return ("done" if accepted else "lost"), next_job
+
+
+_OUTCOME_WORDS = {
+    "queued": "it will be retried after a backoff",
+    "dead": "no attempts left: it is dead",
+    "lost": "the lease was lost (another worker holds the job now); the result was discarded",
+}
+
+
+def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
+    """Record a handler's (or its effect's) exception with fail(), and log it with its traceback."""
+    outcome = q.fail(job, error_text(exc)) or "lost"
+    level = logging.WARNING if outcome == "queued" else logging.ERROR
+    log.log(
+        level,
+        "job %d (%s) failed on attempt %d of %d: %s; %s",
+        job.id,
+        job.kind,
+        job.attempts,
+        job.max_attempts,
+        error_text(exc),
+        _OUTCOME_WORDS[outcome],
+        exc_info=exc,
+    )
+    return outcome
 
 
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
@@ -106,7 +155,32 @@ def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler])
     try:
         return Finished(job, effect=fn(job, q))
     except Exception as exc:
-        return Finished(job, error=error_text(exc))
+        return Finished(job, error=error_text(exc), exception=exc)
+
+
+def _log_outcome(report: Finished, outcome: str) -> None:
+    """A failure with its outcome (and traceback), or a result discarded for a lost lease."""
+    job = report.job
+    if outcome == "lost":
+        log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
+    elif report.error is not None or outcome != "done":
+        log.log(
+            logging.WARNING if outcome == "queued" else logging.ERROR,
+            "job %d (%s) failed on attempt %d of %d: %s; %s",
+            job.id,
+            job.kind,
+            job.attempts,
+            job.max_attempts,
+            report.error or "its effect raised",
+            _OUTCOME_WORDS[outcome],
+            exc_info=report.exception,
+        )
+
+
+def _queue_now(q: JobQueue) -> float:
+    """The queue's own reading of the time, the one its lease deadlines are written in
+    (the injected clock, or a PostgreSQL server's clock when there is none)."""
+    return q.clock() if q.clock is not None else q.server_time()  # type: ignore[attr-defined]
 
 
 def work_batch(
@@ -122,67 +196,82 @@ def work_batch(
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
 
-    What has finished is committed early whenever `commit_interval` has passed, so a
-    slow batch is reported as it goes. Before each job, leases with less than half their
-    time left are renewed for the rest of the batch, and jobs taken over meanwhile are
-    dropped. A warm stop runs no further job: the ones not started are given back.
-    `claim_for(ran)` names the worker and the size of the next batch, or None."""
+    What has finished is committed early whenever `commit_interval` has passed, so a slow
+    batch is reported as it goes. Before each job, if the leases have less than half
+    their time left, what has finished is reported and the rest renewed; jobs taken over
+    meanwhile are dropped. A warm stop lets the job in hand run (the first of a batch, or
+    the one running) and gives back those not started. `claim_for(ran)` names the worker
+    and the size of the next batch, or None."""
     finished: list[Finished] = []
     pending = list(batch)
     last_commit = monotonic()
     ran = 0
+
+    def report(claim: tuple[str, int] | None = None) -> list[Job]:
+        nonlocal finished, last_commit
+        worker, size = claim if claim is not None else (None, 1)
+        outcomes, nxt = q.settle(finished, claim_for=worker, limit=size)
+        for done, outcome in zip(finished, outcomes, strict=True):
+            _log_outcome(done, outcome)
+        finished, last_commit = [], monotonic()
+        return nxt
+
     while pending:
-        if stop.requested:
+        if stop.requested and ran > 0:  # the job in hand runs; the rest are given back
             q.release(pending)
             break
-        if pending[0].lease_expires_at - q.clock() < q.lease_seconds / 2:
-            if finished:  # report what is done before its lease runs low too
-                q.settle(finished)
-                finished, last_commit = [], monotonic()
+        if pending[0].lease_expires_at - _queue_now(q) < q.lease_seconds / 2:
+            if finished:
+                report()
             pending = q.extend(pending)
             continue
         finished.append(run_handler(q, pending.pop(0), handlers))
         ran += 1
         if pending and monotonic() - last_commit >= commit_interval:
-            q.settle(finished)
-            finished, last_commit = [], monotonic()
-    nxt = None if stop.requested else claim_for(ran)
-    if nxt is None:
-        q.settle(finished)
-        return ran, []
-    worker, size = nxt
-    _, next_batch = q.settle(finished, claim_for=worker, limit=size)
-    return ran, next_batch
+            report()
+    return ran, report(None if stop.requested else claim_for(ran))
 
 
 def run(
     path: str,
     worker_id: str,
     lease_seconds: float,
-    idle_exit: float = DEFAULT_IDLE_EXIT,
+    idle_exit: float | None = DEFAULT_IDLE_EXIT,
     *,
     poll: float = DEFAULT_POLL,
     stop: StopFlag | None = None,
     max_jobs: int | None = None,
     handlers: Mapping[str, registry.Handler] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    max_attempts: int | None = None,
+    backoff_base: float | None = None,
+    backoff_cap: float | None = None,
+    synchronous: str | None = None,
     batch: int = DEFAULT_BATCH,
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
 ) -> int:
-    """Work until idle for `idle_exit` seconds, `max_jobs` are handled, or a stop
-    is requested. Returns the number of jobs this worker handled.
+    """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
+    handled, or a stop is requested. Returns the number of jobs this worker handled.
 
-    Group commit: the worker claims up to `batch` ready jobs, runs them, and reports
-    them in one write transaction that also claims the next batch (work_batch). On a
-    shallow queue a batch is whatever is ready, often one job: nothing waits for a batch
-    to fill. An idle worker looks with a read (JobQueue.any_ready) and takes the write
-    lock only when there is something to claim. A stop never strands a lease: jobs
-    claimed but not started are given back."""
+    max_attempts, backoff_base, backoff_cap and synchronous go to the JobQueue the worker
+    opens (None: JobQueue's default). Group commit: the worker claims up to `batch`
+    ready jobs, runs them, and reports them in one write transaction that also claims
+    the next batch (work_batch). On a shallow queue a batch is whatever is ready, often
+    one job: nothing waits for a batch to fill. An idle worker looks with a read
+    (JobQueue.any_ready) and takes the write lock only when there is something to claim.
+    A stop never strands a lease: jobs claimed but not started are given back."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise InvalidArgument(f"batch must be a whole number of at least 1, got {batch!r}")
+    batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
+    commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
     handled = 0
+    settings = {
+        "max_attempts": max_attempts,
+        "backoff_base": backoff_base,
+        "backoff_cap": backoff_cap,
+        "synchronous": synchronous,
+    }
+    options: dict[str, Any] = {k: v for k, v in settings.items() if v is not None}
 
     def room(ran: int) -> int:
         return batch if max_jobs is None else min(batch, max_jobs - handled - ran)
@@ -191,42 +280,93 @@ def run(
         size = room(ran)
         return (worker_id, size) if size > 0 else None
 
-    with JobQueue(path, lease_seconds=lease_seconds) as q:
-        give_up_at: float | None = None  # set by the first empty look, cleared by any job
-        jobs: list[Job] = []
-        while True:
-            if not jobs:
-                if stop.requested or room(0) <= 0:
-                    break
-                jobs = q.claim_batch(worker_id, room(0))
-                if not jobs:
-                    now = time.monotonic()
-                    if give_up_at is None:
-                        give_up_at = now + idle_exit
-                    if now >= give_up_at:
-                        break
-                    sleep(poll)
-                    continue
-                give_up_at = None
-            ran, jobs = work_batch(
-                q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval
+    try:
+        with open_queue(path, lease_seconds=lease_seconds, **options) as q:  # a file, or a postgresql:// URL
+            log.info(
+                "worker %s started on %s: lease %g s, %s",
+                worker_id,
+                path,
+                lease_seconds,
+                "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
             )
-            handled += ran
+            give_up_at: float | None = None  # set by the first empty look, cleared by any job
+            jobs: list[Job] = []
+            while True:
+                if not jobs:
+                    if stop.requested:
+                        why = "warm stop"
+                        break
+                    if max_jobs is not None and handled >= max_jobs:
+                        why = f"max_jobs {max_jobs} reached"
+                        break
+                    jobs = q.claim_batch(worker_id, room(0))
+                    if not jobs:
+                        now = time.monotonic()
+                        if give_up_at is None and idle_exit is not None:
+                            give_up_at = now + idle_exit
+                        if give_up_at is not None and now >= give_up_at:
+                            why = f"idle for {idle_exit:g} s"
+                            break
+                        sleep(poll)
+                        continue
+                    give_up_at = None
+                ran, jobs = work_batch(
+                    q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval
+                )
+                handled += ran
+    except ForcedShutdown:
+        log.warning(
+            "worker %s: hard stop after %d job(s); a job it held goes to another worker when its lease ends",
+            worker_id,
+            handled,
+        )
+        raise
+    log.info("worker %s stopped (%s) after %d job(s)", worker_id, why, handled)
     return handled
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
-    parser.add_argument("db", help="the queue's SQLite file")
-    parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
-    parser.add_argument("lease_seconds", type=float, help="how long each claim holds a job")
-    parser.add_argument(
-        "idle_exit",
-        type=float,
-        nargs="?",
-        default=DEFAULT_IDLE_EXIT,
-        help=f"leave after this many seconds with nothing to do (default {DEFAULT_IDLE_EXIT})",
-    )
+# -- the command line ------------------------------------------------------------------
+# Argument types that refuse NaN, infinities and negative numbers with a one-line usage
+# error; `labqueue worker` (labqueue.cli) shares them and the settings below.
+
+
+def seconds(text: str, *, allow_zero: bool = True) -> float:
+    """A finite number of seconds, zero or more (or, without allow_zero, more than zero)."""
+    need = "zero or more" if allow_zero else "above zero"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, {need}, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds, more than zero."""
+    return seconds(text, allow_zero=False)
+
+
+def whole_number(text: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def sync_level(text: str) -> str:
+    level = text.upper()
+    if level not in SYNCHRONOUS_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SYNCHRONOUS_LEVELS)}, got {text!r}")
+    return level
+
+
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """The worker's named options, shared by `python -m labqueue.worker` and `labqueue worker`."""
     parser.add_argument(
         "--handlers",
         action="append",
@@ -236,28 +376,153 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--poll",
-        type=float,
+        type=positive_seconds,
         default=DEFAULT_POLL,
-        help=f"seconds between claims when idle (default {DEFAULT_POLL})",
+        metavar="SECONDS",
+        help=f"seconds between looks for work when idle (default {DEFAULT_POLL})",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=whole_number,
+        metavar="N",
+        help="attempts for jobs that the handlers enqueue (default: the queue's, 5)",
+    )
+    parser.add_argument(
+        "--backoff-base",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
+    )
+    parser.add_argument(
+        "--backoff-cap",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="the largest retry backoff ceiling (default 60)",
+    )
+    parser.add_argument(
+        "--synchronous",
+        type=sync_level,
+        metavar="LEVEL",
+        help=f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default NORMAL)",
     )
     parser.add_argument(
         "--batch",
-        type=int,
+        type=whole_number,
         default=DEFAULT_BATCH,
-        help=f"most jobs claimed and reported per write transaction (default {DEFAULT_BATCH})",
+        metavar="N",
+        help=f"most jobs claimed and reported in one write transaction (default {DEFAULT_BATCH}); "
+        "a crash re-runs at most one batch",
     )
     parser.add_argument(
         "--commit-interval",
-        type=float,
+        type=seconds,
         default=DEFAULT_COMMIT_INTERVAL,
-        help="within a batch, commit what has finished after this many seconds "
+        metavar="SECONDS",
+        help="within a batch, commit what has finished once this much time has passed "
         f"(default {DEFAULT_COMMIT_INTERVAL})",
     )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="the least important log records shown (default INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text lines, or one JSON object per line (default text)",
+    )
+
+
+def settings_options(args: argparse.Namespace) -> list[str]:
+    """add_settings()'s options as given, as command-line words for a worker process."""
+    words: list[str] = []
+    for module in args.handlers:
+        words += ["--handlers", module]
+    names = (
+        "poll",
+        "max_attempts",
+        "backoff_base",
+        "backoff_cap",
+        "synchronous",
+        "batch",
+        "commit_interval",
+        "log_level",
+        "log_format",
+    )
+    for name in names:
+        value = getattr(args, name)
+        if value is not None:
+            words += ["--" + name.replace("_", "-"), str(value)]
+    return words
+
+
+def queue_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """add_settings()'s options that run() passes to the JobQueue."""
+    names = ("max_attempts", "backoff_base", "backoff_cap", "synchronous")
+    return {name: getattr(args, name) for name in names}
+
+
+def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """add_settings()'s options for the loop itself: the group commit's batch and interval."""
+    return {"batch": args.batch, "commit_interval": args.commit_interval}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log record: time, level, logger, message, and the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
+    """Log records of this process to stderr, as text lines or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("db", help="the queue's SQLite file")
+    parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
+    parser.add_argument("lease_seconds", type=seconds, help="how long each claim holds a job")
+    parser.add_argument(
+        "idle_exit",
+        type=seconds,
+        nargs="?",
+        default=DEFAULT_IDLE_EXIT,
+        help=f"leave after this many seconds with nothing to do (default {DEFAULT_IDLE_EXIT})",
+    )
+    parser.add_argument(
+        "--no-idle-exit",
+        action="store_true",
+        help="never leave for lack of work: run until stopped (IDLE_EXIT is then ignored)",
+    )
+    add_settings(parser)
     args = parser.parse_args(argv)
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
+    configure_logging(args.log_level, args.log_format)
     for module in args.handlers:
-        registry.load_module(module)
+        try:
+            registry.load_module(module)
+        except ImportError as exc:
+            parser.error(f"--handlers: cannot import {module!r} ({exc})")
     stop = StopFlag()
     stop.install()
     try:
@@ -265,13 +530,16 @@ def main(argv: list[str] | None = None) -> int:
             args.db,
             args.worker_id,
             args.lease_seconds,
-            args.idle_exit,
+            None if args.no_idle_exit else args.idle_exit,
             poll=args.poll,
             stop=stop,
-            batch=args.batch,
-            commit_interval=args.commit_interval,
+            **queue_settings(args),
+            **loop_settings(args),
         )
     except ForcedShutdown:
+        return 1
+    except LabqueueError as exc:  # a bad file, a lock held too long: one line, not a traceback
+        log.error("worker %s stopped: %s", args.worker_id, exc)
         return 1
     return 0
 

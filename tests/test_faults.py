@@ -56,6 +56,7 @@ def ledger_rows(q: JobQueue) -> int:
 # -- the disk fills up ---------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_enqueue_many_on_a_full_disk_adds_none_of_the_batch(q):
     q.enqueue_many("report", [{"n": i} for i in range(10)])
     before = snapshot(q)
@@ -68,6 +69,7 @@ def test_enqueue_many_on_a_full_disk_adds_none_of_the_batch(q):
     assert len(snapshot(q)) == 210
 
 
+@pytest.mark.sqlite_only
 def test_claim_on_a_full_disk_leases_nothing(q):
     q.enqueue_many("report", [{"n": i} for i in range(20)])
     before = snapshot(q)
@@ -80,6 +82,7 @@ def test_claim_on_a_full_disk_leases_nothing(q):
     assert len(q.claim("w" * 5000, limit=20)) == 20
 
 
+@pytest.mark.sqlite_only
 def test_complete_on_a_full_disk_keeps_the_job_with_its_token(q):
     q.db.execute(LEDGER_TABLE)
     q.enqueue("credit", {})
@@ -109,6 +112,7 @@ WRITES = {
 }
 
 
+@pytest.mark.sqlite_only  # SQLite's one write lock (PostgreSQL's row locks: test_postgres.py)
 @pytest.mark.parametrize("operation", sorted(WRITES))
 def test_a_held_write_lock_gives_queue_busy_and_changes_nothing(make_queue, operation):
     q = make_queue(timeout=0.05)
@@ -178,6 +182,7 @@ def test_a_foreign_jobs_table_is_refused_and_the_file_untouched(tmp_path, journa
 # -- the clock steps --------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_a_forward_step_ends_leases_early_and_the_fence_holds(make_queue, clock):
     q = make_queue(lease_seconds=LEASE)
     q.db.execute(LEDGER_TABLE)
@@ -217,8 +222,7 @@ def test_after_a_backward_step_the_holder_keeps_its_job(make_queue, clock):
     job = q.claim("holder")[0]
     clock.advance(-3600)
     assert q.heartbeat(job) is True  # renewed from the clock's reading: LEASE from now
-    left = "SELECT visible_at - ? AS left_s FROM jobs WHERE id = ?"
-    assert q.db.execute(left, (clock.now, job.id)).fetchone()["left_s"] == LEASE
+    assert q.job(job.id).visible_at - clock.now == LEASE
     assert q.complete(job) is True
 
 

@@ -1,12 +1,16 @@
 """A model-checked queue: hypothesis drives JobQueue and a small pure-Python model of it,
 on the same fake clock, through random sequences of every operation, and after each
-step the two must agree on every job and the queue's invariants must hold."""
+step the two must agree on every job and the queue's invariants must hold.
+
+The same machine runs on PostgreSQL (PgJobQueue, with the clock injected): only how
+the queue is opened and how the ledger row is written differ."""
 
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import tempfile
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,11 +134,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.folder = Path(tempfile.mkdtemp(prefix="labqueue-model-"))
         self.clock = FakeClock(1000.0)
         self.jitter = 0.5
-        self.q = JobQueue(
-            self.folder / "jobs.db",
+        self.q = self.open_queue(
             lease_seconds=LEASE,
             backoff_cap=BACKOFF_CAP,
             backoff_base=BACKOFF_BASE,
@@ -146,6 +148,13 @@ class QueueMachine(RuleBasedStateMachine):
         self.model = QueueModel()
         self.ever_done: set[int] = set()
         self.tokens_seen: set[str] = set()
+
+    def open_queue(self, **settings) -> JobQueue:
+        self.folder = Path(tempfile.mkdtemp(prefix="labqueue-model-"))
+        return JobQueue(self.folder / "jobs.db", **settings)
+
+    def ledger_effect(self, handle: Job):
+        return ledger_effect(handle)
 
     def teardown(self) -> None:
         self.q.close()
@@ -196,7 +205,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(handle=handles, effect=st.booleans())
     def complete(self, handle: Job, effect: bool) -> None:
         expected = self.model.complete(handle, self.clock.now, effect)
-        assert self.q.complete(handle, effect=ledger_effect(handle) if effect else None) is expected
+        assert self.q.complete(handle, effect=self.ledger_effect(handle) if effect else None) is expected
 
     @rule(handle=handles, retry=st.booleans(), jitter=st.sampled_from([0.0, 0.25, 1.0]))
     def fail(self, handle: Job, retry: bool, jitter: float) -> None:
@@ -238,9 +247,9 @@ class QueueMachine(RuleBasedStateMachine):
             "SELECT id, state, attempts, max_attempts, visible_at, lease_token, worker, last_error,"
             " finished_at, dedupe_key FROM jobs ORDER BY id"
         ).fetchall()
-        assert [r["id"] for r in rows] == sorted(self.model.jobs)
+        assert [r[0] for r in rows] == sorted(self.model.jobs)
         for row in rows:
-            job = self.model.jobs[row["id"]]
+            job = self.model.jobs[row[0]]
             got = tuple(row)[1:]
             want = (
                 job.state,
@@ -253,25 +262,22 @@ class QueueMachine(RuleBasedStateMachine):
                 job.finished_at,
                 job.dedupe_key,
             )
-            assert got == want, f"job {row['id']}: queue {got} != model {want}"
+            assert got == want, f"job {row[0]}: queue {got} != model {want}"
 
     @invariant()
     def the_same_jobs_are_visible(self) -> None:
         now = self.clock.now
-        # Written apart from labqueue.sql: not finished, and due by now, earliest first.
-        ready = self.q.db.execute(
-            "SELECT id FROM jobs WHERE visible_at <= ? AND state NOT IN ('done', 'dead')"
-            " ORDER BY visible_at, id",
-            (now,),
-        ).fetchall()
-        assert [r[0] for r in ready] == self.model.ready(now)
+        # Written apart from the queue's SQL: not finished, and due by now, earliest first.
+        rows = self.q.db.execute("SELECT id, visible_at, state FROM jobs").fetchall()
+        due = [(at, i) for i, at, state in rows if at <= now and state not in ("done", "dead")]
+        assert [i for _, i in sorted(due)] == self.model.ready(now)
 
     @invariant()
     def the_queue_invariants_hold(self) -> None:
-        db: sqlite3.Connection = self.q.db
+        db = self.q.db
 
         def ids_where(condition: str) -> list[int]:
-            return [r["id"] for r in db.execute(f"SELECT * FROM jobs WHERE {condition}")]
+            return [r[0] for r in db.execute(f"SELECT id FROM jobs WHERE {condition} ORDER BY id")]
 
         # One live token per job: running exactly when a token is held.
         assert ids_where("(state = 'running') != (lease_token IS NOT NULL)") == []
@@ -290,9 +296,58 @@ class QueueMachine(RuleBasedStateMachine):
             assert attempts == [self.model.jobs[job_id].attempts]
 
 
+class PostgresQueueMachine(QueueMachine):
+    """The same rules on PgJobQueue: one schema for the whole run, emptied for each example."""
+
+    url = ""  # set by the postgres_model fixture
+    schema = ""
+
+    def open_queue(self, **settings):
+        from labqueue.postgres import PgJobQueue
+
+        q = PgJobQueue(self.url, schema=self.schema, **settings)
+        q.db.execute("DROP TABLE IF EXISTS ledger")
+        q.db.execute("TRUNCATE jobs RESTART IDENTITY")  # ids start at 1 again, as the model's do
+        return q
+
+    def ledger_effect(self, handle: Job):
+        entry = (handle.id, handle.attempts)
+
+        def effect(db) -> None:
+            db.execute(LEDGER_TABLE)
+            db.execute("INSERT INTO ledger (job_id, attempt) VALUES (%s, %s)", entry)
+
+        return effect
+
+    def teardown(self) -> None:
+        self.q.close()
+
+
+@pytest.fixture
+def postgres_model(pg_url) -> Iterator[None]:
+    from labqueue.postgres import drop_schema
+
+    PostgresQueueMachine.url = pg_url
+    PostgresQueueMachine.schema = f"model_{uuid.uuid4().hex[:12]}"
+    yield
+    drop_schema(pg_url, PostgresQueueMachine.schema)
+
+
 TestQueueModel = pytest.mark.slow(QueueMachine.TestCase)
 TestQueueModel.settings = settings(
     max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+# Fewer examples than on SQLite: every step is a round trip to the server. The rules are
+# the same, so SQLite's 300 examples already explore the model; these check the dialect.
+TestQueueModelOnPostgres = pytest.mark.usefixtures("postgres_model")(
+    pytest.mark.slow(PostgresQueueMachine.TestCase)
+)
+TestQueueModelOnPostgres.settings = settings(
+    max_examples=60,
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

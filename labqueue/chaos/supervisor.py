@@ -33,9 +33,9 @@ from pathlib import Path
 import psutil
 
 from ..errors import InvalidArgument
-from ..lab.demo_handlers import LEDGER_TABLE, start_demo_worker
+from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..lab.scratch import db_path
-from ..procs import kill_tree
+from ..pool import Worker, WorkerPool
 from ..queue import JobQueue
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 
@@ -220,15 +220,23 @@ def prepare(path: Path, config: ChaosConfig) -> int:
 
 
 class Supervisor:
-    """Keeps `workers` processes running, replaces any that end, and injects the faults."""
+    """Keeps `workers` processes running, replaces any that end, and injects the faults.
+    The processes are a labqueue.pool.WorkerPool's; this class adds the faults and the record."""
 
     def __init__(self, path: Path, config: ChaosConfig, started: float) -> None:
         self.path, self.config, self.t0 = path, config, started
         fault_seed = config.seed if config.fault_seed is None else config.fault_seed
         self.rng = random.Random(f"faults-{fault_seed}")
         self.db = sqlite3.connect(path, timeout=60)
-        self.slots: list[tuple[subprocess.Popen, WorkerLife] | None] = [None] * config.workers
+        self.pool = WorkerPool(
+            path,
+            config.workers,
+            lease_seconds=config.lease,
+            idle_exit=config.idle_exit,
+            handlers=(DEMO_HANDLERS,),
+        )
         self.lives: list[WorkerLife] = []
+        self.life: dict[str, WorkerLife] = {}  # by worker name
         self.faults: list[Fault] = []
         self.paused: dict[str, tuple[psutil.Process, float, int]] = {}  # name: (process, wake at, fault #)
         self.killed: set[str] = set()
@@ -253,18 +261,19 @@ class Supervisor:
         ).fetchone()
         return None if row is None else row[0]
 
+    @property
+    def slots(self) -> list[tuple[subprocess.Popen, WorkerLife] | None]:
+        """Each slot's process and its life, or None for an empty slot."""
+        return [None if w is None else (w.proc, self.life[w.name]) for w in self.pool.slots]
+
     def tick(self) -> None:
         """Replace ended workers, wake paused ones whose time has come, inject due faults."""
-        for i, entry in enumerate(self.slots):
-            if entry is not None and entry[0].poll() is not None:
-                self._ended(*entry)
-                entry = None
-            if entry is None:
-                name = f"w{len(self.lives)}"
-                proc = start_demo_worker(self.path, name, self.config.lease, self.config.idle_exit)
-                life = WorkerLife(name, i, proc.pid, self.now())
-                self.lives.append(life)
-                self.slots[i] = (proc, life)
+        for worker in self.pool.reap():
+            self._ended(worker)
+        for worker in self.pool.fill():  # every ended worker is replaced, an idle exit too
+            life = WorkerLife(worker.name, worker.slot, worker.pid, self.now())
+            self.lives.append(life)
+            self.life[worker.name] = life
         for name, (process, wake_at, index) in list(self.paused.items()):
             if self.now() >= wake_at:
                 self._resume(name, process, index)
@@ -275,38 +284,39 @@ class Supervisor:
             self._pause()
             self.next_pause = self._next(self.config.pause_every)
 
-    def _ended(self, proc: subprocess.Popen, life: WorkerLife) -> None:
-        life.ended, life.returncode = self.now(), proc.returncode
+    def _ended(self, worker: Worker) -> None:
+        life = self.life[worker.name]
+        life.ended, life.returncode = self.now(), worker.returncode
         if life.name in self.killed:
             life.fate = "killed"
         else:
-            life.fate = "idle exit" if proc.returncode == 0 else "crashed"
+            life.fate = "idle exit" if worker.returncode == 0 else "crashed"
 
-    def _candidates(self) -> list[tuple[subprocess.Popen, WorkerLife]]:
+    def _candidates(self) -> list[Worker]:
         return [
-            e
-            for e in self.slots
-            if e is not None and e[0].poll() is None and e[1].name not in self.paused.keys() | self.killed
+            w
+            for w in self.pool.workers
+            if w.proc.poll() is None and w.name not in self.paused.keys() | self.killed
         ]
 
     def _kill(self) -> None:
         candidates = self._candidates()
         if not candidates:
             return
-        proc, life = self.rng.choice(candidates)
-        proc.kill()  # SIGKILL: the worker gets no chance to run except/finally code
-        proc.wait()
-        if os.name == "posix" and proc.returncode != -signal.SIGKILL:
+        worker = self.rng.choice(candidates)
+        self.pool.kill(worker.name)  # SIGKILL: the worker gets no chance to run except/finally code
+        if os.name == "posix" and worker.returncode != -signal.SIGKILL:
             return  # it ended by itself a moment earlier; the next tick records how
-        self.killed.add(life.name)
-        self.faults.append(Fault(self.now(), "kill", life.name, self.held_job(life.name)))
+        self.killed.add(worker.name)
+        self.faults.append(Fault(self.now(), "kill", worker.name, self.held_job(worker.name)))
 
     def _pause(self) -> None:
         candidates = self._candidates()
         if not candidates:
             return
-        proc, life = self.rng.choice(candidates)
-        process = psutil.Process(proc.pid)
+        worker = self.rng.choice(candidates)
+        life = self.life[worker.name]
+        process = psutil.Process(worker.pid)
         try:
             process.suspend()  # SIGSTOP
         except psutil.NoSuchProcess:
@@ -325,17 +335,13 @@ class Supervisor:
         """Let every paused worker go, then kill whatever still runs, with its children."""
         for name, (process, _, index) in list(self.paused.items()):
             self._resume(name, process, index)
-        for entry in self.slots:
-            if entry is None:
-                continue
-            proc, life = entry
-            still_running = proc.poll() is None
-            kill_tree(proc)
-            if still_running:
-                life.ended, life.returncode, life.fate = self.now(), proc.returncode, "stopped at the end"
+        still_running = set(self.pool.processes)
+        for worker in self.pool.kill_all():
+            if worker.name in still_running:
+                life = self.life[worker.name]
+                life.ended, life.returncode, life.fate = self.now(), worker.returncode, "stopped at the end"
             else:
-                self._ended(proc, life)
-        self.slots = [None] * len(self.slots)
+                self._ended(worker)
 
     def close(self) -> None:
         self.db.close()
@@ -493,4 +499,3 @@ def main(argv: list[str] | None = None) -> int:
     result = run(config, args.db, stop=stop)
     print("\n".join(result.report()))
     return 0 if result.passed else 1
-

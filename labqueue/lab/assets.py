@@ -1,10 +1,38 @@
-"""The files the labs read and the images they hand to widgets."""
+"""The files the labs read, the images they hand to widgets, and the one figure size of the course.
+
+Every plot helper in ``labqueue.lab`` starts from :func:`new_figure` (or at least from
+:data:`FIGSIZE` and :data:`DPI`), so that every figure in every notebook is the same
+640 x 320 pixels, live, committed and on GitHub. Nothing here touches matplotlib's global
+state (``rcParams``, the pyplot figure list): importing this module changes nothing.
+"""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 from typing import Any
+
+#: The course's figure size in inches (width, height): 640 x 320 pixels at :data:`DPI`.
+FIGSIZE: tuple[float, float] = (6.4, 3.2)
+#: Dots per inch for every figure, live and saved.
+DPI: int = 100
+#: A taller variant for a figure with two rows of axes, same width.
+FIGSIZE_TALL: tuple[float, float] = (6.4, 4.8)
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, tall: bool = False, **subplots: Any) -> tuple[Any, Any]:
+    """A fresh figure of the course's size and its axes: ``fig, ax = new_figure()``.
+
+    The figure is a plain ``matplotlib.figure.Figure`` with the constrained layout (labels are
+    never cut off), not registered with pyplot: it needs no ``plt.close``, is never shown twice,
+    and appears where the notebook cell returns or displays it. Keyword arguments go to
+    ``Figure.subplots`` (``sharex=``, ``gridspec_kw=`` ...).
+
+    A cell that ends with the figure shows it as a PNG even where pyplot was never imported
+    (the figure knows how to draw itself, see :func:`figure_png`)."""
+    fig = _figure_class()(figsize=FIGSIZE_TALL if tall else FIGSIZE, dpi=DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=True, **subplots)
+    return fig, axes
 
 
 def data_file(name: str) -> Path:
@@ -19,8 +47,27 @@ def data_file(name: str) -> Path:
     raise FileNotFoundError(f"data/{name} was not found next to the package or above {here}")
 
 
+_FIGURE_CLASS: Any = None
+
+
+def _figure_class() -> Any:
+    """matplotlib's Figure, plus the one method IPython looks for when it has no PNG printer
+    of its own for figures (that printer is registered only once pyplot is imported)."""
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        from matplotlib.figure import Figure
+
+        class CourseFigure(Figure):
+            def _repr_png_(self) -> bytes:
+                return figure_png(self)
+
+        CourseFigure.__name__ = CourseFigure.__qualname__ = "Figure"  # reads as <Figure size ...>
+        _FIGURE_CLASS = CourseFigure
+    return _FIGURE_CLASS
+
+
 def figure_png(fig: Any) -> bytes:
     """A matplotlib figure as PNG bytes, for an ipywidgets Image."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()

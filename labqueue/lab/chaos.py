@@ -11,7 +11,7 @@ from typing import Any
 
 from ..chaos.check import figures
 from ..chaos.supervisor import ChaosConfig, ChaosResult, run
-from .assets import data_file, figure_png
+from .assets import DPI, FIGSIZE_TALL, data_file, figure_png
 from .scratch import db_path
 
 DATA_FILE = "chaos_tutorial.csv"
@@ -36,6 +36,14 @@ def run_with_progress(
 
 def print_report(result: ChaosResult) -> None:
     print("\n".join(result.report()))
+
+
+def whole(table: Any) -> Any:
+    """A table for display with every cell shown whole, left-aligned: pandas would cut long
+    text at 50 characters with an ellipsis."""
+    left = {"text-align": "left", "white-space": "normal"}
+    headers = [{"selector": "th", "props": list(left.items())}]
+    return table.style.set_properties(**left).set_table_styles(headers)
 
 
 def checks_table(result: ChaosResult) -> Any:
@@ -98,7 +106,7 @@ def plot_timeline(result: ChaosResult):
     import matplotlib.pyplot as plt
 
     fig, (lanes, done) = plt.subplots(
-        2, 1, figsize=(6.4, 3.6), sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+        2, 1, figsize=FIGSIZE_TALL, dpi=DPI, sharex=True, gridspec_kw={"height_ratios": [2, 1]}
     )
     end = result.elapsed
     for life in result.workers:
@@ -128,17 +136,17 @@ def plot_timeline(result: ChaosResult):
         )
     lanes.set_ylabel("pool slot")
     lanes.set_yticks(range(result.config.workers))
-    lanes.tick_params(axis="y", labelsize="x-small")
+    lanes.tick_params(axis="y", labelsize="small")
     lanes.set_ylim(-0.7, result.config.workers - 0.3)
     lanes.plot([], [], color=LIFE_COLOUR, lw=3, label="worker alive")
-    lanes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize="x-small", ncol=4, frameon=False)
+    lanes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize="small", ncol=4, frameon=False)
     for state, colour in (("done", "#55a868"), ("dead", "#c44e52")):
         times = sorted(j.finished_at for j in result.jobs if j.state == state and j.finished_at is not None)
         done.step([0.0, *times], range(len(times) + 1), where="post", color=colour, label=state)
     done.set_ylabel("jobs")
     done.set_xlabel("time since the start (s)")
     done.set_xlim(0, max(end, 0.1))
-    done.legend(loc="upper left", fontsize="x-small")
+    done.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -181,7 +189,8 @@ def report_html(result: ChaosResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     colour = "#2e7d32" if result.passed else "#c62828"
     lines = html.escape("\n".join(result.report()))
-    return f"<b style='color:{colour}'>{verdict}</b><pre style='font-size:11px'>{lines}</pre>"
+    pre = "<pre style='font-size:11px; white-space:pre-wrap'>"  # long lines wrap, never cut off
+    return f"<b style='color:{colour}'>{verdict}</b>{pre}{lines}</pre>"
 
 
 def config_from(jobs: int, workers: int, kill_every: float, pause_every: float, seed: int) -> ChaosConfig:
@@ -236,6 +245,8 @@ def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None):
             result = run_with_progress(config, "chaos_panel", folder, progress=False)
             status.value = f"finished in {result.elapsed:.1f} s"
             show(result)
+        except KeyboardInterrupt:  # run() thawed and killed every worker on its way out
+            status.value = "<b>interrupted</b>: the run was stopped and its workers ended. Press Run again."
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
             status.value = f"<b>failed:</b> {type(exc).__name__}: {html.escape(str(exc))}"
         finally:

@@ -23,7 +23,7 @@ from .. import sql
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
-from .assets import data_file, figure_png
+from .assets import DPI, FIGSIZE, data_file, figure_png
 from .scratch import db_path
 from .walks import Folder
 
@@ -117,17 +117,45 @@ def queue_statements() -> dict[str, str]:
 
 
 EXTRA_QUERIES = {
-    "count done rows (what stats() avoids)": "SELECT COUNT(*) FROM jobs WHERE state = 'done'",
-    "count dead rows": "SELECT COUNT(*) FROM jobs WHERE state = 'dead'",
+    "count done": "SELECT COUNT(*) FROM jobs WHERE state = 'done'",
+    "count dead": "SELECT COUNT(*) FROM jobs WHERE state = 'dead'",
 }
 
 
+# The statements the course has shown, under the names the notebooks use: (what it is,
+# its constant in labqueue.sql). The package has a few more (the worker loop's combined
+# claim, its read-only probe, ...): every_statement_plan() covers those, and a test checks them.
+TAUGHT = (
+    ("claim sub-select (02)", "CLAIM"),
+    ("retire exhausted (07)", "RETIRE_EXHAUSTED"),
+    ("complete (02, 04)", "COMPLETE"),
+    ("fail (04, 07)", "FAIL"),
+    ("heartbeat (06)", "HEARTBEAT"),
+    ("requeue_dead (10)", "REQUEUE_DEAD"),
+    ("stats: queued and running (10)", "STATS_LIVE"),
+    ("stats: ready now, oldest (10)", "STATS_READY"),
+    ("stats: dead (10)", "STATS_DEAD"),
+)
+
+
+def _plan_or_note(db: sqlite3.Connection, text: str) -> str:
+    return plan(db, text) or "(no plan: a plain INSERT)"
+
+
 def plans_table(db: sqlite3.Connection) -> pd.DataFrame:
-    """The plan of every queue statement, and of the two counts the notebook compares."""
-    statements = {**queue_statements(), **EXTRA_QUERIES}
-    rows = [(name, plan(db, text) or "(no plan: a plain INSERT)") for name, text in statements.items()]
-    table = pd.DataFrame(rows, columns=["statement", "query plan"]).set_index("statement")
-    return table
+    """The plan of each statement the course has shown (named as the notebooks name it,
+    with its constant in labqueue.sql), and of the two counts the notebook compares."""
+    rows = []
+    for label, name in TAUGHT:
+        text = getattr(sql, name)
+        rows.append((label, name, _plan_or_note(db, _subselect(text) if name == "CLAIM" else text)))
+    rows += [(label, "", _plan_or_note(db, text)) for label, text in EXTRA_QUERIES.items()]
+    return pd.DataFrame(rows, columns=["statement", "in labqueue.sql", "query plan"]).set_index("statement")
+
+
+def every_statement_plan(db: sqlite3.Connection) -> dict[str, str]:
+    """The plan of every statement in labqueue.sql, taught or not, by constant name."""
+    return {name: _plan_or_note(db, text) for name, text in queue_statements().items()}
 
 
 def scans_table(plan_text: str) -> bool:
@@ -235,7 +263,7 @@ def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
     """Median claim latency per setup on a log scale, this run beside the tutorial's."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     n = len(table)
     width = 0.38 if tutorial is not None else 0.6
     xs = list(range(n))
@@ -264,7 +292,6 @@ def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
     ax.set_xticks(xs, [label.replace(" (", "\n(").replace(" on ", "\non ") for label in table.index])
     ax.set_ylim(top=ax.get_ylim()[1] * 30)
     ax.legend(loc="upper left", ncol=2, fontsize="small")
-    fig.tight_layout()
     plt.close(fig)
     return fig
 
@@ -370,6 +397,8 @@ def claim_index_panel(
                 results_table(measured, size.value),
                 f"<b>{size.value:,} done rows</b> (seeded in {seeded:.1f} s)",
             )
+        except KeyboardInterrupt:  # the kernel was interrupted: say so, keep the last chart
+            status.value = "<b>interrupted</b>; choose a size and press the button to measure again"
         finally:
             button.disabled = False
 
@@ -385,3 +414,9 @@ def queue_plans(folder: Folder = None) -> pd.DataFrame:
     """The plans on a queue built with the package's own schema (table and partial indexes)."""
     with JobQueue(db_path("claim_index_plans", folder)) as q:
         return plans_table(q.db)
+
+
+def all_queue_plans(folder: Folder = None) -> dict[str, str]:
+    """every_statement_plan on a queue built with the package's own schema."""
+    with JobQueue(db_path("claim_index_all_plans", folder)) as q:
+        return every_statement_plan(q.db)

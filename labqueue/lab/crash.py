@@ -19,8 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InvalidArgument
+from ..pool import stop_processes
 from ..procs import kill_tree
 from ..queue import JobQueue
+from .assets import new_figure
 from .demo_handlers import start_demo_worker
 from .scratch import db_path
 
@@ -138,12 +140,7 @@ def crash_recovery(lease: float = LEASE, folder: str | Path | None = None, timeo
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
     """A warm stop (SIGTERM lets the current job finish), then a hard kill if needed."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
+    stop_processes([proc], grace)
 
 
 STATE_COLORS = {"queued": "#bbbbbb", "w1": "tab:blue", "w2": "tab:green", "done": "tab:orange"}
@@ -161,11 +158,9 @@ def job_spans(run: CrashRun, end: float) -> list[tuple[float, float, str]]:
 
 def plot_crash(run: CrashRun):
     """Two worker lanes and the job's state over real time, with the lease gap marked."""
-    import matplotlib.pyplot as plt
-
     end = (run.done_at or run.observations[-1].t) + 0.4
     claim1, claim2 = run.claims[0], run.claims[1]
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     ax.axvspan(claim1, claim2, color="tab:red", alpha=0.08, linewidth=0)
     h = 0.5
     ax.broken_barh([(claim1, run.killed_at - claim1)], (2 - h / 2, h), color="tab:blue")
@@ -210,7 +205,6 @@ def plot_crash(run: CrashRun):
     ax.set_ylim(-1.0, 2.7)
     ax.set_xlim(0, end)
     ax.set_xlabel("time since the start (s)")
-    fig.tight_layout()
     return fig
 
 
@@ -292,6 +286,11 @@ class CrashLab:
             if p.poll() is None:
                 kill_tree(p)
 
+    def interrupted(self) -> str:
+        """After a kernel interrupt: stop every worker this lab started, and say so."""
+        self.close()
+        return self._say("interrupted: every worker this panel started is stopped")
+
     def _say(self, line: str) -> str:
         self.log.append(f"t={time.time() - self.started:5.1f}s  {line}")
         return line
@@ -326,7 +325,10 @@ class CrashPanel:
         )
 
     def _do(self, action) -> None:
-        action()
+        try:
+            action()
+        except KeyboardInterrupt:  # the kernel was interrupted while a button's action ran
+            self.lab.interrupted()
         self.refresh()
 
     def refresh(self) -> None:

@@ -17,7 +17,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Effect, Job, JobQueue
 from ..worker import error_text
-from .assets import figure_png
+from .assets import figure_png, new_figure
 from .demo_handlers import LEDGER_TABLE, ledger_effect
 from .scratch import db_path
 from .walks import ADA_GRANT, LEASE, Folder, add_credits, credits, grant_queue
@@ -102,9 +102,7 @@ def account_before_after(stall_seconds: float = 40.0, folder: Folder = None) -> 
 
 def plot_account(table: pd.DataFrame, grant: int = GRANT):
     """Grouped bars: the balance before and after, per design, against the one grant the job is worth."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     x = range(len(table))
     ax.bar([i - 0.2 for i in x], table["before"], width=0.4, label="before the job", color="#bbbbbb")
     ax.bar([i + 0.2 for i in x], table["after"], width=0.4, label="after both workers", color="#4c72b0")
@@ -121,8 +119,6 @@ def plot_account(table: pd.DataFrame, grant: int = GRANT):
     ax.set_ylim(0, max(int(table["after"].max()), grant) * 1.3)
     ax.set_title("One grant job, a stale worker, two designs")
     ax.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 
@@ -209,6 +205,12 @@ def effects_panel(folder: Folder = None):
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def refresh(_change: object = None) -> None:
+        try:
+            draw()
+        except KeyboardInterrupt:  # the kernel was interrupted mid-replay
+            summary.value = "<b>interrupted</b>: move a control to replay"
+
+    def draw() -> None:
         steps = replay(design.value, stall.value, folder)
         lease_note = "after" if stall.value >= WORKER_B_POLLS_AT else "before"
         picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))

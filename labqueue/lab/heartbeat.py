@@ -11,7 +11,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +21,16 @@ import pandas as pd
 from ..errors import InvalidArgument
 from ..keepalive import KeepAlive
 from ..queue import Job, JobQueue
-from .assets import figure_png
+from .assets import figure_png, new_figure
 from .scratch import db_path
 from .walks import Folder
 
 POLL_SECONDS = 0.05  # how often an idle worker asks for a job
 SAMPLE_SECONDS = 0.01  # how often the sampler reads the job's row
 SECOND_WORKER_DELAY = 0.3
+
+#: A handler of one's own for scenario(): handler(path, job, lease, work), run in the worker's thread.
+Handler = Callable[[Path, Job, float, float], object]
 
 
 @dataclass(frozen=True)
@@ -97,10 +100,14 @@ def scenario(
     interval: float | None = None,
     second_worker_delay: float = SECOND_WORKER_DELAY,
     folder: Folder = None,
+    handler: Handler | None = None,
 ) -> Run:
     """One 'report' job, worker w1 from t=0 and w2 from `second_worker_delay`. Each
     works on the first job it gets for `work` seconds (with a KeepAlive if
-    `heartbeat`), then reports. w2 gives up once the job is finished."""
+    `heartbeat`), then reports. w2 gives up once the job is finished.
+
+    `handler(path, job, lease, work)`, if given, is the work instead (notebook 06's
+    exercise): it runs in the worker's thread and decides itself whether to beat."""
     lease = _check_seconds("lease", lease, 0.1, 30)
     work = _check_seconds("work", work, 0.0, 60)
     if interval is not None:
@@ -140,11 +147,14 @@ def scenario(
             note(worker_id, f"claim (attempt {job.attempts})")
             with lock:
                 run.runs.append(f"{worker_id} attempt {job.attempts}")
-            guard = KeepAlive(path, job, lease_seconds=lease, interval=interval) if heartbeat else None
-            with guard or contextlib.nullcontext():
-                time.sleep(work)  # the handler's "work"
-            if guard is not None:
-                run.beats = guard.beats
+            if handler is not None:
+                handler(path, job, lease, work)
+            else:
+                guard = KeepAlive(path, job, lease_seconds=lease, interval=interval) if heartbeat else None
+                with guard or contextlib.nullcontext():
+                    time.sleep(work)  # the handler's "work"
+                if guard is not None:
+                    run.beats = guard.beats
             accepted = wq.complete(job)
             run.completes[worker_id] = accepted
             note(worker_id, f"complete() -> {accepted}")
@@ -235,9 +245,7 @@ COLOURS = {"no_heartbeat": "#c44e52", "keepalive": "#4c72b0", "lost": "#8172b2"}
 
 def plot_timeline(runs: list[Run]):
     """The lease deadline the database held, against time, for each run; w2's claims marked."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     end = max([e.t for run in runs for e in run.events] + [run.work for run in runs] + [1.0])
     ax.plot([0, end], [0, end], color="#999999", linestyle=":", linewidth=1, label="now (lease ended below)")
     for run in runs:
@@ -274,8 +282,6 @@ def plot_timeline(runs: list[Run]):
     ax.set_xlim(0, end * 1.05)
     ax.set_ylim(0, end * 1.15)
     ax.legend(loc="upper left", fontsize="x-small")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 
@@ -310,6 +316,8 @@ def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
         try:
             runs = run_pair(lease.value, work.value, folder)
             show(runs, f"<b>lease {lease.value:.1f} s, work {work.value:.1f} s</b>")
+        except KeyboardInterrupt:  # the kernel was interrupted: the worker threads have ended
+            status.value = "<b>interrupted</b>: press the button to run both scenarios again"
         finally:
             button.disabled = False
 

@@ -12,6 +12,7 @@ import pandas as pd
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
+from .assets import new_figure
 from .scratch import db_path
 from .walks import ONE_ROW
 
@@ -72,6 +73,68 @@ def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
     return trace
 
 
+def connection_settings(q: JobQueue) -> pd.DataFrame:
+    """What JobQueue's connection is set to, read back from SQLite itself, with the reason."""
+    db = q.db
+    rows = [
+        (
+            "isolation_level",
+            repr(db.isolation_level),
+            "autocommit: Python opens no transaction behind our back; _tx() says where each begins and ends",
+        ),
+        (
+            "timeout (s)",
+            f"{q.timeout:g}",
+            "how long a write waits for the write lock before giving up (Python's default: 5 s)",
+        ),
+        (
+            "journal_mode",
+            db.execute("PRAGMA journal_mode").fetchone()[0],
+            "write-ahead log: readers do not block the writer, nor the writer the readers",
+        ),
+        (
+            "synchronous",
+            {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[db.execute("PRAGMA synchronous").fetchone()[0]],
+            "NORMAL: fewer waits for the disk; a power cut may lose the last commits (notebook 09)",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["setting", "value", "why"]).set_index("setting")
+
+
+@dataclass(frozen=True)
+class EnqueueStep:
+    call: str
+    returned: object
+    jobs_in_table: int
+
+
+def dedupe_demo(folder: str | Path | None = None) -> list[EnqueueStep]:
+    """enqueue twice with one dedupe key (the second returns None and adds nothing), once
+    without a key, then enqueue_many: one transaction for a whole batch."""
+    clock = FakeClock(START)
+    steps: list[EnqueueStep] = []
+    with JobQueue(db_path("dedupe", folder), clock=clock) as q:
+
+        def step(call: str, returned: object) -> None:
+            steps.append(EnqueueStep(call, returned, sum(q.counts().values())))
+
+        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
+        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
+        step('enqueue("email", ada)', q.enqueue("email", ADA))
+        batch = [{"to": f"user{n}@example.com"} for n in range(3)]
+        step("enqueue_many(\"email\", [3 payloads])", q.enqueue_many("email", batch))
+    return steps
+
+
+def dedupe_frame(steps: list[EnqueueStep]) -> pd.DataFrame:
+    """The demo's steps as a table; a None result stays None (not NaN)."""
+    return pd.DataFrame([asdict(s) for s in steps], dtype=object)
+
+
+ADA = {"to": "ada@example.com"}
+KEY = "welcome:ada"
+
+
 def trace_frame(trace: list[Snapshot]) -> pd.DataFrame:
     return pd.DataFrame([asdict(s) for s in trace])
 
@@ -80,9 +143,7 @@ def plot_lease_timeline(trace: list[Snapshot], until: float = 1070.0):
     """The job's lease deadline (visible_at) against fake time, with the state as
     coloured bands. Wherever the clock line lies above the deadline, a claim may
     take the job."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     ts = [s.t for s in trace] + [until]
     deadlines = [s.visible_at for s in trace]
     ax.step(
@@ -116,7 +177,6 @@ def plot_lease_timeline(trace: list[Snapshot], until: float = 1070.0):
     ax.set_xlabel("fake time (s)")
     ax.set_ylabel("lease deadline,\nvisible_at (s)")
     ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
     return fig
 
 
@@ -256,5 +316,11 @@ class LeasePanel:
         )
 
     def _do(self, action) -> None:
-        action()
+        try:
+            action()
+        except KeyboardInterrupt:  # the kernel was interrupted mid-step: say so, keep the panel usable
+            self.view.value = "<b>interrupted</b>: press a button to go on, or <b>reset</b><br>" + (
+                self.playground.html()
+            )
+            return
         self.view.value = self.playground.html()

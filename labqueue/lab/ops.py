@@ -20,10 +20,10 @@ from typing import Any
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..procs import kill_tree
+from ..pool import WorkerPool
 from ..queue import JobQueue
-from .assets import figure_png
-from .demo_handlers import HANDLERS, LEDGER_TABLE, start_demo_worker
+from .assets import DPI, FIGSIZE, figure_png
+from .demo_handlers import DEMO_HANDLERS, HANDLERS, LEDGER_TABLE
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
 DEMO_MAX_ATTEMPTS = 3
@@ -174,7 +174,14 @@ class Dashboard:
         self.interval = interval
         self.clock = clock
         self.started = clock()
-        self.procs: list[subprocess.Popen] = []
+        self.pool = WorkerPool(
+            self.path,
+            workers,
+            lease_seconds=lease_seconds,
+            idle_exit=idle_exit,
+            handlers=(DEMO_HANDLERS,),
+            names=lambda n: f"dash-{int(self.clock() * 1000) % 100_000}-{n}",
+        )
         self.samples: list[Sample] = []
         self.events: list[tuple[float, str]] = []  # (t, what the operator did), for the chart
         self.listeners: list[Callable[[Sample], None]] = []
@@ -184,31 +191,24 @@ class Dashboard:
     def _open(self, now: float) -> JobQueue:
         return JobQueue(self.path, clock=FakeClock(now), schema=None)
 
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        """The pool's worker processes (running, or ended since it last looked)."""
+        return [w.proc for w in self.pool.workers]
+
     def alive(self) -> int:
-        return sum(p.poll() is None for p in self.procs)
+        return self.pool.alive()
 
     def start_workers(self) -> int:
         """Top the pool up to `workers` live processes. Returns how many were started."""
         with self._lock:
-            self.procs = [p for p in self.procs if p.poll() is None]
-            fresh = self.workers - len(self.procs)
-            for n in range(fresh):
-                name = f"dash-{int(self.clock() * 1000) % 100_000}-{n}"
-                self.procs.append(start_demo_worker(self.path, name, self.lease_seconds, self.idle_exit))
-        return fresh
+            self.pool.reap()
+            return len(self.pool.fill())
 
     def stop_workers(self, timeout: float = 10.0) -> None:
         """A warm stop (SIGTERM: finish the current job, then leave); a hard kill if that hangs."""
         with self._lock:
-            for p in self.procs:
-                if p.poll() is None:
-                    p.terminate()
-            for p in self.procs:
-                try:
-                    p.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    kill_tree(p)
-            self.procs = []
+            self.pool.stop(grace=timeout)
         self.refresh()  # the panel shows the workers gone now, not at its next tick
 
     def refresh(self) -> Sample:
@@ -254,17 +254,24 @@ class Dashboard:
         self.start_workers()
         deadline = time.monotonic() + timeout
         with tqdm(total=self.total_jobs(), desc="jobs finished (done or dead)", disable=not progress) as bar:
-            while True:
-                sample = self.refresh()
-                bar.n = sample.done + sample.dead
-                bar.refresh()
-                if sample.queued == 0 and sample.running == 0:
-                    return sample
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the queue was not drained after {timeout} s: {sample}")
-                if self.alive() == 0:
-                    self.start_workers()  # they left after idle_exit; jobs came due later
-                time.sleep(self.interval)
+            try:
+                return self._sample_until_drained(bar, deadline, timeout)
+            except KeyboardInterrupt:  # the learner stopped the cell: stop the workers it started too
+                self.stop_workers()
+                raise
+
+    def _sample_until_drained(self, bar: Any, deadline: float, timeout: float) -> Sample:
+        while True:
+            sample = self.refresh()
+            bar.n = sample.done + sample.dead
+            bar.refresh()
+            if sample.queued == 0 and sample.running == 0:
+                return sample
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the queue was not drained after {timeout} s: {sample}")
+            if self.alive() == 0:
+                self.start_workers()  # they left after idle_exit; jobs came due later
+            time.sleep(self.interval)
 
     def history(self) -> Any:
         import pandas as pd
@@ -350,7 +357,7 @@ def plot_history(history: Any, events: Sequence[tuple[float, str]] = ()):
     """The chart as a notebook figure."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     draw_history(ax, history, events)
     plt.close(fig)
     return fig
@@ -362,7 +369,7 @@ def history_png(history: Any, events: Sequence[tuple[float, str]] = ()) -> bytes
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     draw_history(fig.subplots(), history, events)
     return figure_png(fig)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import multiprocessing as mp
+import os
+import signal
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -131,15 +134,35 @@ def create_race_db(path: str | Path, n_jobs: int) -> None:
             db.executemany("INSERT INTO jobs (id) VALUES (?)", ((n,) for n in range(1, n_jobs + 1)))
 
 
-def race_worker(path: str, results: str, strategy: str, worker: str, start: mp.synchronize.Barrier) -> None:
+def race_worker(
+    path: str,
+    results: str,
+    strategy: str,
+    worker: str,
+    start: mp.synchronize.Barrier,
+    statements: tuple[str | None, str] | None = None,
+    cap: int | None = None,
+) -> None:
     """One racing process: connect, wait for the others at the barrier, then claim
-    until nothing is left. What it claimed is written down only after the race."""
+    until nothing is left. What it claimed is written down only after the race.
+
+    With `statements` (look, take) the racer claims with those SQL statements instead
+    of a named strategy (see `claim_with`), and stops after `cap` claims, so that a
+    statement which never runs out of rows still ends."""
+    _ignore_interrupts()
     db = connect(path)
-    claim = STRATEGIES[strategy]
+    if statements is None:
+        claim = STRATEGIES[strategy]
+    else:
+        look, take = statements
+
+        def claim(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
+            return claim_with(db, worker, look, take)
+
     mine: list[int] = []
     wasted = 0
     start.wait(timeout=120)
-    while True:
+    while cap is None or len(mine) < cap:
         got, lost = claim(db, worker)
         wasted += lost
         if got is None:
@@ -155,10 +178,43 @@ def race_worker(path: str, results: str, strategy: str, worker: str, start: mp.s
     out.close()
 
 
-def race(strategy: str, n_jobs: int = DEFAULT_JOBS, workers: int = DEFAULT_WORKERS) -> RaceResult:
+#: How many lost looks in a row `claim_with` accepts before it gives up on a claim.
+GIVE_UP_AFTER = 1000
+
+
+def claim_with(db: sqlite3.Connection, worker: str, look: str | None, take: str) -> tuple[int | None, int]:
+    """A claim written as SQL text, for the exercises. With a `look` (a SELECT giving one
+    id, or NULL when nothing is queued) the claim looks first and then runs `take` with
+    the named parameters :worker and :id, looking again whenever `take` changed no row;
+    without one, `take` alone (parameter :worker) must claim a row and return its id."""
+    if look is None:
+        rows = db.execute(take, {"worker": worker}).fetchall()
+        return (rows[0][0] if rows else None), 0
+    for wasted in range(GIVE_UP_AFTER):
+        row = db.execute(look).fetchone()
+        job_id = row[0] if row else None
+        if job_id is None:
+            return None, wasted
+        before = db.total_changes
+        db.execute(take, {"worker": worker, "id": job_id}).fetchall()
+        if db.total_changes > before:
+            return job_id, wasted
+    return None, GIVE_UP_AFTER
+
+
+def race(
+    strategy: str,
+    n_jobs: int = DEFAULT_JOBS,
+    workers: int = DEFAULT_WORKERS,
+    *,
+    statements: tuple[str | None, str] | None = None,
+) -> RaceResult:
     """Fill a fresh table with `n_jobs` queued rows and let `workers` spawned
-    processes claim them all with one strategy, all starting at the same moment."""
-    if strategy not in STRATEGIES:
+    processes claim them all with one strategy, all starting at the same moment.
+    With `statements` (look, take), the racers claim with that SQL instead and stop
+    after `n_jobs` claims each (see `claim_with`); `strategy` only names the run."""
+    __tracebackhide__ = True
+    if statements is None and strategy not in STRATEGIES:
         raise InvalidArgument(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     n_jobs, workers = check_size(n_jobs, workers)
     path = db_path(f"race_{strategy}")
@@ -171,12 +227,50 @@ def race(strategy: str, n_jobs: int = DEFAULT_JOBS, workers: int = DEFAULT_WORKE
     ctx = mp.get_context("spawn")  # a fresh interpreter, as a worker on any platform gets
     start = ctx.Barrier(workers + 1)
     racers = [
-        ctx.Process(target=race_worker, args=(str(path), str(results), strategy, f"w{n}", start))
+        ctx.Process(
+            target=race_worker,
+            args=(str(path), str(results), strategy, f"w{n}", start, statements, statements and n_jobs),
+        )
         for n in range(workers)
     ]
-    for racer in racers:
-        racer.start()
+    started = _run_racers(racers, start)
+    failed = [racer.exitcode for racer in racers if racer.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} race worker(s) exited with codes {failed}")
+    return summarize(strategy, n_jobs, results, started)
+
+
+def _ignore_interrupts() -> None:
+    """A racer leaves Ctrl-C (a kernel interrupt reaches the whole process group) to its
+    parent, which stops every racer: no traceback from each of them."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _children_ignore_interrupts():
+    """Start child processes with SIGINT ignored. A spawned child inherits the ignored
+    signal through exec, so even its start-up (importing this package) cannot be
+    interrupted into a traceback; the parent keeps its own handler."""
+    if threading.current_thread() is not threading.main_thread() or os.name == "nt":
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_racers(racers: list, start: mp.synchronize.Barrier) -> float:
+    """Start the racers, release them together, and wait for them. On an interrupt (or any
+    error) every racer still alive is killed before the exception goes on, so nothing
+    keeps claiming in the background. Returns the moment of the start signal."""
+    __tracebackhide__ = True  # IPython shows the learner's cell, not this plumbing
+    try:
+        with _children_ignore_interrupts():
+            for racer in racers:
+                racer.start()
         start.wait(timeout=120)  # every worker is connected and waiting: go
         started = time.time()
         for racer in racers:
@@ -185,11 +279,8 @@ def race(strategy: str, n_jobs: int = DEFAULT_JOBS, workers: int = DEFAULT_WORKE
         for racer in racers:
             if racer.is_alive():
                 racer.kill()
-                racer.join()
-    failed = [racer.exitcode for racer in racers if racer.exitcode != 0]
-    if failed:
-        raise RuntimeError(f"{len(failed)} race worker(s) exited with codes {failed}")
-    return summarize(strategy, n_jobs, results, started)
+            racer.join()
+    return started
 
 
 def summarize(strategy: str, n_jobs: int, results: str | Path, started: float) -> RaceResult:
@@ -224,30 +315,36 @@ def race_all(
     A race is a matter of chance: on a quiet or very fast machine the naive run can
     finish without a collision. Then the size is doubled and the naive race run
     again, up to `enlarge` times, and the others run at the size that showed it."""
+    __tracebackhide__ = True
     n_jobs, workers = check_size(n_jobs, workers)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(STRATEGIES), desc=f"{n_jobs} jobs, {workers} workers", unit="strategy")
-    naive = race("naive", n_jobs, workers)
-    for _ in range(enlarge):
-        if naive.duplicates > 0 or n_jobs * 2 > MAX_JOBS:
-            break
-        n_jobs *= 2
-        if bar is not None:
-            bar.set_description(f"no collision yet; {n_jobs} jobs, {workers} workers")
+    try:
         naive = race("naive", n_jobs, workers)
-    results = [naive]
-    if bar is not None:
-        bar.update(1)
-    for name in STRATEGIES:
-        if name != "naive":
-            results.append(race(name, n_jobs, workers))
+        for _ in range(enlarge):
+            if naive.duplicates > 0 or n_jobs * 2 > MAX_JOBS:
+                break
+            n_jobs *= 2
             if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+                bar.set_description(f"no collision yet; {n_jobs} jobs, {workers} workers")
+            naive = race("naive", n_jobs, workers)
+        results = [naive]
+        if bar is not None:
+            bar.update(1)
+        for name in STRATEGIES:
+            if name != "naive":
+                results.append(race(name, n_jobs, workers))
+                if bar is not None:
+                    bar.update(1)
+    except KeyboardInterrupt:
+        print("interrupted: every racing process was stopped")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     return results
 
 

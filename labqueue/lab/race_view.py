@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .assets import data_file, figure_png
+from .assets import data_file, figure_png, new_figure
 from .race import DEFAULT_JOBS, DEFAULT_WORKERS, MAX_WORKERS, STRATEGIES, RaceResult, race_all
 
 DATA_FILE = "claim_race_tutorial.csv"
@@ -44,11 +44,9 @@ def side_by_side(results: Sequence[RaceResult], tutorial: pd.DataFrame | None = 
 
 def plot_race(results: Sequence[RaceResult], tutorial: pd.DataFrame | None = None):
     """Two bar charts, duplicates and wasted retries per 1,000 jobs, this run beside
-    the tutorial's. Returns the figure (the caller shows or closes it)."""
-    import matplotlib.pyplot as plt
-
+    the tutorial's. Returns the figure, which a notebook cell shows by returning it."""
     table = side_by_side(results, tutorial)
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=False)
+    fig, axes = new_figure(1, 2)
     names = list(STRATEGIES)
     width = 0.38
     for ax, column in zip(axes, ["duplicates per 1,000 jobs", "wasted retries per 1,000 jobs"], strict=True):
@@ -65,8 +63,6 @@ def plot_race(results: Sequence[RaceResult], tutorial: pd.DataFrame | None = Non
     fig.suptitle(
         f"{results[0].workers} processes, {results[0].jobs:,} jobs (tutorial: 4, 20,000)", fontsize=10
     )
-    fig.tight_layout()
-    plt.close(fig)  # shown once, by the cell or the widget, not again by pyplot
     return fig
 
 
@@ -107,6 +103,9 @@ class RacePanel:
         )
         try:
             self.results = self.runner(self.jobs.value, self.workers.value, progress=False)
+        except KeyboardInterrupt:  # the kernel was interrupted: the racers are already stopped
+            self.status.value = "<b>interrupted</b>: the racers were stopped; press <b>Run the race</b> again"
+            return self.results
         finally:
             self.button.disabled = False
         self.render()

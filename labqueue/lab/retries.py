@@ -18,12 +18,15 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..procs import kill_tree
 from ..queue import JobQueue
-from .assets import figure_png
+from .assets import figure_png, new_figure
 from .demo_handlers import start_demo_worker
 from .scratch import db_path
 from .walks import ONE_ROW, Folder
 
 # -- full jitter ---------------------------------------------------------------------
+
+#: How many always-failing jobs the jitter plot and its panel draw (the same in both).
+JITTER_JOBS = 500
 
 
 def _number(name: str, value: object, low: float, high: float) -> float:
@@ -40,7 +43,7 @@ def _whole(name: str, value: object, low: int, high: int) -> int:
 
 
 def jitter_delays(
-    n_jobs: int = 500,
+    n_jobs: int = JITTER_JOBS,
     *,
     base: float = 1.0,
     cap: float = 60.0,
@@ -87,9 +90,7 @@ def jitter_summary(delays: pd.DataFrame) -> pd.DataFrame:
 
 def plot_jitter(delays: pd.DataFrame):
     """Every job's delay after each attempt, spread under the doubling (then capped) ceiling."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     offsets = random.Random(0)
     xs = [a + (offsets.random() - 0.5) * 0.5 for a in delays["attempt"]]
     ax.scatter(xs, delays["delay (s)"], s=4, alpha=0.35, color="#4c72b0", label="one job's delay")
@@ -103,12 +104,10 @@ def plot_jitter(delays: pd.DataFrame):
     ax.set_ylabel("delay before the retry (s)")
     ax.set_title(f"Full jitter, {delays['job'].nunique()} jobs that always fail")
     ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 
-def jitter_panel(n_jobs: int = 300, folder: Folder = None):
+def jitter_panel(n_jobs: int = JITTER_JOBS, folder: Folder = None):
     """Sliders for base, cap and max attempts; the plot and table follow them."""
     import ipywidgets as widgets
 
@@ -122,10 +121,18 @@ def jitter_panel(n_jobs: int = 300, folder: Folder = None):
     attempts = widgets.IntSlider(
         value=8, min=2, max=15, description="max attempts", style=style, continuous_update=False
     )
+    note = widgets.HTML()
     table = widgets.HTML()
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def refresh(_change: object = None) -> None:
+        try:
+            draw()
+        except KeyboardInterrupt:  # the kernel was interrupted mid-draw
+            note.value = "<b>interrupted</b>: move a slider to draw again"
+
+    def draw() -> None:
+        note.value = f"{n_jobs} jobs that always fail: one dot per job and failed attempt"
         delays = jitter_delays(
             n_jobs, base=base.value, cap=cap.value, max_attempts=attempts.value, folder=folder
         )
@@ -135,7 +142,7 @@ def jitter_panel(n_jobs: int = 300, folder: Folder = None):
     for control in (base, cap, attempts):
         control.observe(refresh, names="value")
     refresh()
-    return widgets.VBox([widgets.HBox([base, cap, attempts]), picture, table])
+    return widgets.VBox([widgets.HBox([base, cap, attempts]), note, picture, table])
 
 
 # -- the poison job, with real processes ---------------------------------------------
@@ -237,9 +244,7 @@ def poison_table(counted: list[Round], uncounted: list[int]) -> pd.DataFrame:
 
 
 def plot_poison(counted: list[Round], uncounted: list[int], max_attempts: int):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     ax.plot(
         range(1, len(uncounted) + 1),
         uncounted,
@@ -261,6 +266,4 @@ def plot_poison(counted: list[Round], uncounted: list[int], max_attempts: int):
     ax.set_xlabel("round (one worker process, killed by the job)")
     ax.set_ylabel("times the job was handed out")
     ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
     return fig

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..queue import JobQueue
-from .assets import figure_png
+from .assets import DPI, FIGSIZE, figure_png
 from .scratch import db_path
 
 DEFAULT_TARGETS = ("tests/test_queue.py",)
@@ -42,6 +42,27 @@ BROKEN_HEADER = MODULE_HEADER.replace(
     "from labqueue import FakeClock\nfrom labqueue.lab.testing import ShortLeaseQueue as JobQueue",
 )
 OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+class PytestMissing(RuntimeError):
+    """pytest is not installed in the environment this kernel runs in."""
+
+
+def pytest_available() -> bool:
+    """True when this kernel's interpreter (the one run_pytest starts) can import pytest."""
+    import importlib.util
+
+    return importlib.util.find_spec("pytest") is not None
+
+
+def require_pytest() -> None:
+    """Raise PytestMissing, saying how to install it, when run_pytest could not work."""
+    if not pytest_available():
+        raise PytestMissing(
+            f"pytest is not installed for {sys.executable}, the Python this notebook runs. "
+            "Build the course's lab environment again (python tasks.py lab), "
+            'or run: pip install -e ".[notebooks]"'
+        )
 
 
 class ShortLeaseQueue(JobQueue):
@@ -139,6 +160,7 @@ def run_pytest(
     and read its JUnit report. Raises only if pytest could not run at all."""
     if isinstance(targets, (str, os.PathLike)):
         raise InvalidArgument(f"targets must be a list of paths, got a single {targets!r}")
+    require_pytest()
     root = project_root()
     missing = [str(t) for t in targets if not (root / t).exists()]
     if missing:
@@ -238,7 +260,7 @@ def plot_durations(run: TestRun, title: str = "Time per test"):
 
     table = run.table.sort_values("ms", ascending=False).reset_index(drop=True)
     colors = {"passed": "tab:green", "failed": "tab:red", "error": "tab:red", "skipped": "0.6"}
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     ax.bar(table.index, table["ms"].clip(lower=0.1), color=[colors[o] for o in table["outcome"]], width=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("tests, slowest first")
@@ -292,6 +314,8 @@ def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
             status.value = _table_html(run)
             if len(run.table):
                 image.value = figure_png(plot_durations(run, f"{target.value}: time per test"))
+        except KeyboardInterrupt:  # subprocess.run has already killed pytest
+            status.value = "<b>interrupted</b>: pytest was stopped. Press Run again."
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
             status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
         finally:

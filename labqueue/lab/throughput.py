@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import pool
 from ..errors import InvalidArgument
-from ..procs import kill_tree
 from ..queue import SYNCHRONOUS_LEVELS, JobQueue
-from .assets import data_file, figure_png
+from .assets import DPI, FIGSIZE, data_file, figure_png
 from .scratch import db_path
 from .throughput_worker import RESULTS_TABLE
 
@@ -102,10 +102,20 @@ class WorkerPool:
     """Draining processes kept alive across runs: a run uses the first `config.workers` of them.
 
     Each is ``python -m labqueue.lab.throughput_worker``, started from package code, so
-    this works the same under spawn, forkserver or fork. Use as a context manager."""
+    this works the same under spawn, forkserver or fork; they are a labqueue.pool.WorkerPool
+    that runs this lab's worker program and never restarts one. Use as a context manager."""
 
     def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
+        self.pool = pool.WorkerPool(
+            None,
+            0,
+            command=lambda name: [sys.executable, "-m", "labqueue.lab.throughput_worker", name],
+            popen_options={"stdin": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True},
+        )
+
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        return [w.proc for w in self.pool.workers]
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -114,13 +124,8 @@ class WorkerPool:
         self.close()
 
     def _grow(self, size: int) -> None:
-        while len(self.procs) < size:
-            cmd = [sys.executable, "-m", "labqueue.lab.throughput_worker", f"w{len(self.procs)}"]
-            self.procs.append(
-                subprocess.Popen(
-                    cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-                )
-            )
+        self.pool.size = max(self.pool.size, size)
+        self.pool.fill()
 
     def run(self, config: Config, n_jobs: int, folder: str | os.PathLike[str] | None = None) -> Run:
         """Drain n_jobs no-op jobs with config.workers processes, timed from their common
@@ -177,18 +182,16 @@ class WorkerPool:
 
     def close(self) -> None:
         """Close every worker's stdin so it leaves; kill any that does not."""
-        for proc in self.procs:
-            if proc.stdin and not proc.stdin.closed:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc)
-            if proc.stderr:
-                proc.stderr.close()
-        self.procs = []
+        for worker in self.pool.stop(grace=10, ask=_close_stdin):
+            if worker.proc.stderr:
+                worker.proc.stderr.close()
+
+
+def _close_stdin(proc: subprocess.Popen) -> None:
+    """How a throughput worker is asked to leave: no more runs will come."""
+    if proc.stdin and not proc.stdin.closed:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
 
 
 def measure(config: Config, n_jobs: int = DEFAULT_JOBS, folder: str | os.PathLike[str] | None = None) -> Run:
@@ -276,7 +279,7 @@ def plot(summary: Any, title: str = "No-op jobs drained per second"):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     x = np.arange(len(summary))
     width = 0.4
     here = summary["jobs_per_s"].to_numpy(dtype=float)
@@ -284,11 +287,11 @@ def plot(summary: Any, title: str = "No-op jobs drained per second"):
     ax.bar(x - width / 2, here, width, yerr=spread, capsize=2, label="this machine (median, range)")
     if "tutorial_jobs_per_s" in summary:
         ax.bar(x + width / 2, summary["tutorial_jobs_per_s"], width, label="tutorial (Windows 11)")
-    ax.set_xticks(x, [c.replace(", ", "\n") for c in summary["config"]], fontsize=7)
+    ax.set_xticks(x, [c.replace(", ", "\n") for c in summary["config"]], fontsize=9)
     ax.set_ylabel("throughput (jobs/s)")
     ax.set_xlabel("workers, jobs per claim, synchronous")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(fontsize=8, frameon=False)
     plt.close(fig)
     return fig
 
@@ -353,14 +356,14 @@ def plot_runs(data: Any):
     """One horizontal bar per row of (config, jobs_per_s, source)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     if data.empty:
         ax.text(0.5, 0.5, "no runs yet: press Run", ha="center", va="center", transform=ax.transAxes)
     else:
         colors = ["tab:gray" if s == "notebook median" else "tab:blue" for s in data["source"]]
         y = range(len(data))
         ax.barh(list(y), data["jobs_per_s"].astype(float), color=colors)
-        ax.set_yticks(list(y), list(data["config"]), fontsize=7)
+        ax.set_yticks(list(y), list(data["config"]), fontsize=9)
         ax.invert_yaxis()
     ax.set_xlabel("throughput (jobs/s)")
     ax.set_title("grey: the notebook's medians, blue: your runs", fontsize=9)
@@ -393,6 +396,8 @@ def panel(
             run = lab.run(config, jobs.value)
             status.value = f"{config.label}: {run.jobs_per_s:,.0f} jobs/s ({run.seconds:.2f} s)"
             image.value = figure_png(lab.figure())
+        except KeyboardInterrupt:  # the pool was closed on the way out; the chart keeps the last run
+            status.value = f"<b>interrupted</b>: {config.label} stopped, its workers ended. Press Run again."
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
             status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
         finally:

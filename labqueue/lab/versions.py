@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import sqlite3
 
@@ -9,6 +10,7 @@ import pandas as pd
 
 from ..errors import InvalidArgument
 from ..versions import RETURNING_SINCE, SQLiteReport, Version, sqlite_report
+from .assets import new_figure
 
 # The releases that matter to the queue, oldest first: (version, what it brought).
 MILESTONES: list[tuple[Version, str]] = [
@@ -43,16 +45,41 @@ def report_frame(report: SQLiteReport) -> pd.DataFrame:
     return pd.DataFrame(report.rows()).set_index("check")
 
 
+_CELL = "style='text-align:left;vertical-align:top;white-space:normal;padding:3px 8px'"
+
+
+def report_html(report: SQLiteReport) -> str:
+    """The yes/no table as HTML whose long cells wrap inside a narrow column instead of
+    running off its edge (a DataFrame's cells do not wrap in JupyterLab)."""
+    rows = report.rows()
+    columns = list(rows[0])
+    head = "".join(f"<th {_CELL}>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td {_CELL}>{html.escape(str(row[c]))}</td>" for c in columns) + "</tr>"
+        for row in rows
+    )
+    return f"<table style='table-layout:auto;max-width:100%'><tr>{head}</tr>{body}</table>"
+
+
+def report_table(report: SQLiteReport):
+    """The yes/no table for a notebook cell: wrapped HTML, with the plain table as text."""
+    from IPython.display import HTML
+
+    class _Table(HTML):
+        def __repr__(self) -> str:  # the text shown where HTML is not (a terminal, nbval)
+            return report_frame(report).to_string()
+
+    return _Table(report_html(report))
+
+
 def plot_versions(version: Version | None = None):
     """The releases that matter, on one axis, with this build marked."""
-    import matplotlib.pyplot as plt
-
     version = tuple(sqlite3.sqlite_version_info if version is None else version)
 
     def x(v: tuple[int, ...]) -> float:  # 3.x.y on a line: minor, plus the patch as a fraction
         return v[1] + v[2] / 10
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = new_figure()
     for k, (v, label) in enumerate(MILESTONES):
         color = "tab:green" if version >= v else "tab:gray"
         ax.axvline(x(v), color=color, linewidth=1.5)
@@ -83,7 +110,6 @@ def plot_versions(version: Version | None = None):
     ax.set_yticks([])
     ax.set_xlabel("SQLite 3.x release (minor version; patch as tenths)")
     ax.set_title("green: what this build has; gray: what it lacks", fontsize=9)
-    fig.tight_layout()
     return fig
 
 
@@ -95,17 +121,23 @@ class VersionPanel:
 
         self.text = w.Text(value=sqlite3.sqlite_version, description="SQLite", continuous_update=False)
         self.table = w.HTML()
-        self.text.observe(lambda change: self.update(change["new"]), names="value")
+        self.text.observe(self._typed, names="value")
         self.widget = w.VBox([self.text, self.table])
         self.update(self.text.value)
+
+    def _typed(self, change: dict) -> None:
+        try:
+            self.update(change["new"])
+        except KeyboardInterrupt:  # the kernel was interrupted while the table was drawn
+            self.table.value = "<b>interrupted</b>: type the version again"
 
     def update(self, text: str) -> SQLiteReport | None:
         try:
             report = report_for(text)
         except InvalidArgument as exc:
-            self.table.value = f"<span style='color:#b00'>{exc}</span>"
+            self.table.value = f"<span style='color:#b00'>{html.escape(str(exc), quote=False)}</span>"
             return None
-        self.table.value = report_frame(report).reset_index().to_html(index=False, border=0)
+        self.table.value = report_html(report)
         return report
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue
-from .assets import data_file, figure_png
+from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
 from .walks import ONE_ROW, unfenced_fail
 
@@ -187,7 +187,9 @@ def draw_timeline(ax, outcome: Outcome, until: float | None = None) -> None:
                     edgecolor="#9ecae1",
                     hatch="///",
                 )
-            ax.text(e.t + 0.5, y + 0.25, e.note, fontsize=7)
+            late = e.t > 0.75 * until  # near the right edge: the note ends at the bar instead
+            side = "right" if late else "left"
+            ax.text(e.t + (-0.5 if late else 0.5), y + 0.25, e.note, fontsize=7, ha=side)
         else:
             marker, color = MARKS[e.accepted]
             ax.plot(e.t, y, marker=marker, color=color, markersize=8, markeredgewidth=2)
@@ -197,7 +199,18 @@ def draw_timeline(ax, outcome: Outcome, until: float | None = None) -> None:
                 label = f"late {e.action}: {'accepted' if e.accepted else 'refused'}"
             else:
                 label = e.action
-            ax.text(e.t, y - 0.3, label, fontsize=7, color=color, ha="center", va="top")
+            # Near the right edge a centred label would run off the axes (and the picture):
+            # end it at the mark instead.
+            right = e.t > 0.75 * until
+            ax.text(
+                e.t + 1.5 * right,
+                y - 0.3,
+                label,
+                fontsize=7,
+                color=color,
+                ha="right" if right else "center",
+                va="top",
+            )
     ax.axvline(LEASE, color="gray", linestyle=":", linewidth=1)
     ax.set_yticks(list(lane.values()), list(lane))
     ax.set_ylim(-0.8, len(LANES) - 0.3)
@@ -210,15 +223,11 @@ def draw_timeline(ax, outcome: Outcome, until: float | None = None) -> None:
 
 def plot_side_by_side(left: Outcome, right: Outcome):
     """Two timelines, typically unfenced and fenced, sharing the worker lanes."""
-    import matplotlib.pyplot as plt
-
     until = max(left.report_at, right.report_at) + 15
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+    fig, axes = new_figure(1, 2, sharey=True)
     draw_timeline(axes[0], left, until)
     draw_timeline(axes[1], right, until)
     axes[1].tick_params(labelleft=False)
-    fig.tight_layout()
-    plt.close(fig)  # shown once, by the cell or the widget, not again by pyplot
     return fig
 
 
@@ -238,7 +247,7 @@ class ZombiePanel:
         self.text = w.HTML()
         self.chart = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
         for control in (self.report, self.report_at, self.replaced):
-            control.observe(lambda _: self.update(), names="value")
+            control.observe(lambda _: self.refresh(), names="value")
         self.widget = w.VBox([w.HBox([self.report, self.replaced]), self.report_at, self.text, self.chart])
         self.update()
 
@@ -252,6 +261,13 @@ class ZombiePanel:
 
         self.chart.value = figure_png(plot_side_by_side(*self.outcomes))
         return self.outcomes
+
+    def refresh(self) -> None:
+        """update() for a control's callback: a kernel interrupt is reported, not left half-drawn."""
+        try:
+            self.update()
+        except KeyboardInterrupt:
+            self.text.value = "<b>interrupted</b>: move a control to replay the timelines"
 
 
 def zombie_panel(folder: str | Path | None = None):

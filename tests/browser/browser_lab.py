@@ -1,9 +1,10 @@
 """Drive the course in real JupyterLab: a throwaway server, and a notebook page a test can use
 the way a learner does (menus, buttons, sliders), with checks for errors and unrendered widgets.
 
-The server is started with the README's own command, `python tasks.py lab ...`, when the tests
-run inside the project's .venv (as `python tasks.py test` does); elsewhere the same JupyterLab
-command runs in the current interpreter, so the test needs no second install.
+The server is started with the README's own command, `python tasks.py lab ...`, so JupyterLab
+and every kernel run in ./.venv-lab, the environment that command builds exactly as Binder
+builds its image from binder/ (with the course's Jupyter settings installed); the test itself
+runs in the developers' environment, .venv.
 """
 
 from __future__ import annotations
@@ -45,14 +46,12 @@ BINDER_MEMORY = 2 * 1024**3  # mybinder.org gives a session 2 GB (and 1 CPU)
 CPUS_ENV = "LABQUEUE_BROWSER_CPUS"
 
 # JupyterLab settings for the throwaway server: never write the opened copies back (no
-# autosave), keep every cell in the DOM so prompts and outputs can be read, no update checks.
+# autosave), keep every cell in the DOM so prompts and outputs can be read. Nothing else: no
+# news question, no update check and no kernel dialog must come from the course environment's
+# own settings (binder/overrides.json), as a learner gets them.
 LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "checkForUpdates": False,
-        "fetchNews": "false",
-    },
 }
 
 
@@ -63,14 +62,25 @@ def free_port() -> int:
 
 
 def lab_command(args: list[str]) -> list[str]:
-    """`python tasks.py lab ARGS` inside the project's .venv, else the command it runs."""
-    venv = ROOT / ".venv"
-    if venv.exists() and Path(sys.prefix).resolve() == venv.resolve():
-        # tasks.py adds the repository as root_dir, and --allow-root when run as root
-        return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]
-    as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    course = ["notebooks/00_versions.ipynb", f"--ServerApp.root_dir={ROOT}"]
-    return [sys.executable, "-m", "jupyterlab", *course, *as_root, *args]
+    """The README's `python tasks.py lab ARGS`: JupyterLab from ./.venv-lab (tasks.py adds the
+    repository as root_dir, the first notebook as the default URL, and --allow-root as root)."""
+    return [sys.executable, str(ROOT / "tasks.py"), "lab", *args]
+
+
+def build_lab_env() -> None:
+    """`python tasks.py lab-env`: build or update ./.venv-lab before the server's start clock
+    runs (a fresh build takes a minute or two; `tasks.py test` has done it already)."""
+    subprocess.run([sys.executable, str(ROOT / "tasks.py"), "lab-env"], cwd=ROOT, check=True)
+
+
+def load_tasks() -> Any:
+    """tasks.py as a module, for its constants (FIRST_NOTEBOOK, LAB_VENV) and pure functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("labqueue_tasks", ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass
@@ -111,11 +121,9 @@ class LabServer:
             f"--LabApp.user_settings_dir={settings}",
             f"--LabApp.workspaces_dir={self.scratch / 'workspaces'}",
             "--LabApp.expose_app_in_browser=True",
-            # A safety net should the test process die without stopping the server: idle
-            # kernels are culled and then the server ends itself, instead of running on.
-            "--MappingKernelManager.cull_idle_timeout=900",
-            "--MappingKernelManager.cull_connected=True",
-            "--MappingKernelManager.cull_interval=60",
+            # A safety net should the test process die without stopping the server: the
+            # course's own settings cull idle kernels (binder/jupyter_server_config.json), and
+            # then the server ends itself, instead of running on.
             "--ServerApp.shutdown_no_activity_timeout=1200",
         ]
         self.command = lab_command(args)

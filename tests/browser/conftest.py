@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, scratch_folder
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, build_lab_env, scratch_folder
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,6 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def lab_server() -> Iterator[LabServer]:
+    build_lab_env()
     scratch = scratch_folder()
     server = LabServer(scratch)
     try:

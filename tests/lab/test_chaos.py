@@ -9,6 +9,7 @@ import pytest
 from labqueue.chaos.check import JobRow, check_run
 from labqueue.chaos.supervisor import ChaosConfig, ChaosResult, Fault, WorkerLife
 from labqueue.lab import chaos as lab
+from labqueue.lab.assets import FIGSIZE_TALL
 
 
 def made_up_run(passed: bool = True) -> ChaosResult:
@@ -65,7 +66,7 @@ def test_timeline_has_its_lanes_marks_and_finished_jobs():
     labels = [t.get_text() for t in lanes.get_legend().get_texts()]
     assert labels == ["crash (poison job)", "SIGKILL", "SIGSTOP to SIGCONT", "worker alive"]
     assert [line.get_label() for line in done.get_lines()] == ["done", "dead"]
-    assert tuple(fig.get_size_inches()) == (6.4, 3.6)
+    assert tuple(fig.get_size_inches()) == FIGSIZE_TALL
 
 
 def test_protections_cover_every_notebook_from_01():
@@ -120,3 +121,28 @@ def test_panel_run_button_runs_a_fresh_supervised_run(tmp_path):
     assert "PASS" in panel.report.value and "30 jobs" in panel.report.value
     assert panel.picture.value
     assert not panel.button.disabled
+
+
+def test_an_interrupted_panel_run_says_so_and_ends_its_workers(tmp_path, monkeypatch):
+    from labqueue.chaos import supervisor
+
+    started = []
+    real_tick = supervisor.Supervisor.tick
+
+    def tick_then_interrupt(self):
+        real_tick(self)  # the pool is started here
+        started.extend(entry[0] for entry in self.slots if entry is not None)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervisor.Supervisor, "tick", tick_then_interrupt)
+    panel = lab.chaos_panel(folder=tmp_path)
+    panel.controls["jobs"].value = 30
+    panel.controls["workers"].value = 2
+    panel.button.click()
+    assert "interrupted" in panel.status.value and not panel.button.disabled
+    assert len(started) == 2 and all(p.poll() is not None for p in started), "no worker is left running"
+
+
+def test_long_cells_are_shown_whole():
+    html = lab.whole(lab.protections()).to_html()
+    assert "a hopeless job retried forever or dropped silently" in html

@@ -43,16 +43,24 @@ def test_measure_times_the_real_claim_under_each_setup(tmp_path):
     assert table["× the fastest"].min() == 1.0 and table.attrs["n_done"] == 2_000
 
 
-def test_every_queue_statement_gets_a_plan(tmp_path):
+def test_the_plan_table_names_only_statements_the_course_taught(tmp_path):
     plans = claim_index.queue_plans(tmp_path)
-    for name in ("CLAIM", "RETIRE_EXHAUSTED", "COMPLETE", "FAIL", "HEARTBEAT", *claim_index.EXTRA_QUERIES):
-        assert name in plans.index
-    assert set(claim_index.queue_statements()) <= set(plans.index)
-    assert "jobs_exhausted" in plans.loc["RETIRE_EXHAUSTED", "query plan"]
-    assert claim_index.scans_table(plans.loc["count done rows (what stats() avoids)", "query plan"])
-    assert not any(
-        claim_index.scans_table(plans.loc[name, "query plan"]) for name in ("STATS_LIVE", "STATS_DEAD")
-    )
+    assert list(plans.index) == [label for label, _ in claim_index.TAUGHT] + list(claim_index.EXTRA_QUERIES)
+    by_constant = plans.reset_index().set_index("in labqueue.sql")["query plan"]
+    assert by_constant["CLAIM"] == "SEARCH jobs USING INDEX jobs_ready (visible_at<?)", "the sub-select"
+    assert "jobs_exhausted" in by_constant["RETIRE_EXHAUSTED"]
+    assert claim_index.scans_table(plans.loc["count done", "query plan"])
+    assert not claim_index.scans_table(plans.loc["count dead", "query plan"])
+    stats = ("STATS_LIVE", "STATS_READY", "STATS_DEAD")
+    assert not any(claim_index.scans_table(by_constant[name]) for name in stats)
+
+
+def test_only_the_inspection_reads_scan_the_finished_rows(tmp_path):
+    plans = claim_index.all_queue_plans(tmp_path)
+    assert set(plans) == set(claim_index.queue_statements())
+    assert {name for _, name in claim_index.TAUGHT} <= set(plans)
+    scanning = {name for name, text in plans.items() if claim_index.scans_table(text)}
+    assert scanning == {"JOBS", "COUNTS"}, "q.jobs() and q.counts() are for people; nothing else scans"
 
 
 def test_plan_binds_named_and_positional_parameters(tmp_path):
@@ -95,3 +103,14 @@ def test_panel_shows_the_initial_run_and_measures_on_click(tmp_path):
     size.value = 2_000
     button.click()
     assert "2,000 done rows" in status.value and not button.disabled
+
+
+def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    panel = claim_index.claim_index_panel(folder=tmp_path, sizes=(1_000,))
+    monkeypatch.setattr(claim_index, "measure", interrupted)
+    (_size, button), status = panel.children[0].children, panel.children[1]
+    button.click()
+    assert "interrupted" in status.value and not button.disabled

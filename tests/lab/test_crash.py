@@ -87,3 +87,15 @@ def test_panel_start_kill_start_and_watch(tmp_path):
     finally:
         panel.watch.value = False
         lab.close()
+
+
+def test_panel_reports_an_interrupted_action_and_stops_its_workers(tmp_path):
+    lab = crash.CrashLab(tmp_path)
+    panel = crash.CrashPanel(lab)
+
+    def interrupted_action():
+        raise KeyboardInterrupt
+
+    panel._do(interrupted_action)  # as a button's callback does, when the kernel is interrupted
+    assert "interrupted" in lab.log[-1] and "interrupted" in panel.view.value
+    assert all(p.poll() is not None for p in lab.procs.values())

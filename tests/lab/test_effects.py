@@ -62,3 +62,15 @@ def test_panel_shows_a_replay_at_once_and_follows_its_controls(tmp_path):
     stall.value = 10.0
     assert "before worker-b" in summary.value and "nothing ready" in table.value
     assert picture.value != first_picture
+
+
+def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeypatch):
+    panel = effects.effects_panel(folder=tmp_path)
+    (_design, stall), summary = panel.children[0].children, panel.children[1]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(effects, "replay", interrupted)
+    stall.value = 20.0
+    assert "interrupted" in summary.value

@@ -62,3 +62,15 @@ def test_panel_shows_something_at_once_and_runs_on_click(tmp_path):
     assert "lease 0.5 s, work 0.2 s" in status.value
     assert "no_heartbeat" in table.value and "keepalive" in table.value
     assert picture.value and not button.disabled
+
+
+def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(heartbeat, "run_pair", interrupted)
+    panel = heartbeat.heartbeat_panel(folder=tmp_path)
+    (_lease, _work, button), status = panel.children[0].children, panel.children[1]
+    button.click()
+    assert "interrupted" in status.value and "running" not in status.value
+    assert not button.disabled

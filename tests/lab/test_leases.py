@@ -71,3 +71,37 @@ def test_panel_buttons_drive_the_playground(tmp_path):
     panel.buttons["reset"].click()
     assert panel.playground.row()["state"] == "queued" and "t=1000" in panel.view.value
     panel.playground.q.close()
+
+
+def test_panel_says_interrupted_when_a_step_is_interrupted(tmp_path):
+    panel = leases.LeasePanel(leases.LeasePlayground(tmp_path))
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    panel._do(interrupted)
+    assert "interrupted" in panel.view.value and "queued" in panel.view.value
+    panel.buttons["worker-a claims"].click()
+    assert "interrupted" not in panel.view.value
+    panel.playground.q.close()
+
+
+def test_connection_settings_are_read_back_from_sqlite(tmp_path):
+    from labqueue import JobQueue
+
+    with JobQueue(tmp_path / "q.db", synchronous="FULL", timeout=12) as q:
+        table = leases.connection_settings(q)
+    assert table.loc["isolation_level", "value"] == "None"
+    assert table.loc["journal_mode", "value"] == "wal"
+    assert table.loc["synchronous", "value"] == "FULL"
+    assert table.loc["timeout (s)", "value"] == "12"
+
+
+def test_dedupe_demo_second_enqueue_with_the_key_adds_nothing(tmp_path):
+    steps = leases.dedupe_demo(tmp_path)
+    assert [(s.returned, s.jobs_in_table) for s in steps] == [(1, 1), (None, 1), (2, 2), (3, 5)]
+
+
+def test_dedupe_frame_keeps_none(tmp_path):
+    table = leases.dedupe_frame(leases.dedupe_demo(tmp_path))
+    assert table.loc[1, "returned"] is None and list(table.columns) == ["call", "returned", "jobs_in_table"]

@@ -169,3 +169,21 @@ def test_real_workers_drain_the_mix_and_requeued_bad_jobs_die_again(tmp_path):
         assert dash.alive() == 0 and not box.live.value
     finally:
         dash.close()
+
+
+def test_an_interrupted_drain_stops_the_workers_it_started(tmp_path, monkeypatch):
+    dash = ops.Dashboard(ops.fill_demo_queue(tmp_path / "q.db", {"noop": 50}), workers=2, interval=0.02)
+    real_refresh = dash.refresh
+
+    def interrupted_refresh():
+        if dash.alive():
+            raise KeyboardInterrupt  # the learner interrupts the kernel while the cell waits
+        return real_refresh()
+
+    try:
+        monkeypatch.setattr(dash, "refresh", interrupted_refresh)
+        with pytest.raises(KeyboardInterrupt):
+            dash.run_until_drained(timeout=60, progress=False)
+        assert dash.alive() == 0 and dash.procs == [], "no worker is left running"
+    finally:
+        dash.close()

@@ -129,3 +129,79 @@ def test_panel_runs_the_race_with_the_sliders_values():
     assert not panel.button.disabled
     assert "<table" in panel.table.value and ">1507<" in panel.table.value
     assert bytes(panel.chart.value).startswith(b"\x89PNG")
+
+
+def test_panel_says_interrupted_and_can_run_again():
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    panel = race_view.RacePanel(runner=interrupted)
+    panel.button.click()
+    assert "interrupted" in panel.status.value and not panel.button.disabled
+    panel.runner = fake_runner
+    panel.button.click()
+    assert "duplicate claims" in panel.status.value
+
+
+class FakeRacer:
+    def __init__(self):
+        self.started = self.killed = self.joined = False
+
+    def start(self):
+        self.started = True
+
+    def is_alive(self):
+        return self.started and not self.killed
+
+    def kill(self):
+        self.killed = True
+
+    def join(self, timeout=None):
+        self.joined = True
+
+
+class InterruptedBarrier:
+    def wait(self, timeout=None):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_kills_every_racer_and_goes_on():
+    racers = [FakeRacer() for _ in range(4)]
+    with pytest.raises(KeyboardInterrupt):
+        race._run_racers(racers, InterruptedBarrier())
+    assert all(r.started and r.killed and r.joined for r in racers)
+
+
+def test_racers_start_with_ctrl_c_ignored_and_the_parent_keeps_its_handler():
+    import signal
+    import subprocess
+    import sys
+
+    before = signal.getsignal(signal.SIGINT)
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    with race._children_ignore_interrupts():
+        child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "True"
+    assert signal.getsignal(signal.SIGINT) == before
+
+
+LOOK = "SELECT MIN(id) FROM jobs WHERE state = 'queued'"
+TAKE_GUARDED = "UPDATE jobs SET claimed_by = :worker, state = 'running' WHERE id = :id AND state = 'queued'"
+ONE_STATEMENT = (
+    "UPDATE jobs SET claimed_by = :worker, state = 'running' "
+    "WHERE id = (SELECT MIN(id) FROM jobs WHERE state = 'queued') RETURNING id"
+)
+
+
+def test_claim_with_runs_a_look_and_a_take_or_one_statement(table):
+    assert race.claim_with(table, "w0", LOOK, TAKE_GUARDED) == (1, 0)
+    assert race.claim_with(table, "w0", None, ONE_STATEMENT) == (2, 0)
+    stuck = "UPDATE jobs SET claimed_by = :worker WHERE id = :id AND 0"
+    assert race.claim_with(table, "w0", LOOK, stuck) == (None, race.GIVE_UP_AFTER)
+
+
+def test_a_race_of_sql_statements_stops_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    forever = "UPDATE jobs SET claimed_by = :worker WHERE id = 1 RETURNING id"  # never runs out
+    result = race.race("yours", 50, 2, statements=(None, forever))
+    assert result.claims == 100 and result.distinct == 1

@@ -43,8 +43,9 @@ def test_bad_input_is_named(tmp_path, kwargs):
 
 def test_panel_follows_its_sliders(tmp_path):
     panel = retries.jitter_panel(n_jobs=20, folder=tmp_path)
-    (base, cap, attempts), picture, table = panel.children[0].children, *panel.children[1:]
+    (base, cap, attempts), note, picture, table = panel.children[0].children, *panel.children[1:]
     assert picture.value and "60.0" in table.value
+    assert note.value.startswith("20 jobs"), "the panel says how many jobs it draws"
     before = picture.value
     attempts.value = 3
     assert table.value.count("<tr") == 1 + 2, "a header and attempts 1 and 2 (the third is the last)"
@@ -74,3 +75,22 @@ def test_poison_table_and_plot(tmp_path):
     assert table["counted in fail(): hand-outs"].tolist() == [1, 2, 3]
     assert table["counted at claim: state"].tolist()[:2] == ["running", "dead"]
     assert retries.plot_poison(counted, [1, 2, 3], 1).axes[0].get_ylabel() == "times the job was handed out"
+
+
+def test_panel_and_notebook_draw_the_same_number_of_jobs():
+    import inspect
+
+    assert inspect.signature(retries.jitter_panel).parameters["n_jobs"].default == retries.JITTER_JOBS
+    assert inspect.signature(retries.jitter_delays).parameters["n_jobs"].default == retries.JITTER_JOBS
+
+
+def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeypatch):
+    panel = retries.jitter_panel(n_jobs=20, folder=tmp_path)
+    (_base, _cap, attempts), note = panel.children[0].children, panel.children[1]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(retries, "jitter_delays", interrupted)
+    attempts.value = 3
+    assert "interrupted" in note.value

@@ -146,3 +146,19 @@ def test_a_worker_that_dies_is_reported_with_its_error(tmp_path):
         assert pool.procs == []
     finally:
         pool.close()
+
+
+def test_an_interrupted_panel_run_says_so_and_ends_its_workers(tmp_path, monkeypatch):
+    started = []
+
+    def interrupted(self, q, table, count):
+        started.extend(self.procs)
+        raise KeyboardInterrupt  # as if the learner pressed interrupt while the workers drain
+
+    monkeypatch.setattr(tp.WorkerPool, "_wait_for_rows", interrupted)
+    box = tp.panel(folder=tmp_path)
+    box.controls["workers"].value = 2
+    box.controls["jobs"].value = 500
+    box.button.click()
+    assert "interrupted" in box.status.value and not box.button.disabled
+    assert len(started) == 2 and all(p.poll() is not None for p in started), "no worker is left running"

@@ -42,3 +42,21 @@ def test_panel_updates_when_a_version_is_typed():
     assert "safe for several processes" in panel.table.value
     panel.text.value = "latest"
     assert "'latest'" in panel.table.value
+
+
+def test_report_table_wraps_long_cells_and_reads_as_text():
+    report = versions.report_for("3.40.1")
+    page = versions.report_table(report)._repr_html_()
+    assert "white-space:normal" in page and "pysqlite3-binary" in page
+    assert "RETURNING (SQLite 3.35.0+)" in repr(versions.report_table(report))
+
+
+def test_panel_says_interrupted(monkeypatch):
+    panel = versions.VersionPanel()
+
+    def interrupted(text):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(panel, "update", interrupted)
+    panel.text.value = "3.45.1"
+    assert "interrupted" in panel.table.value

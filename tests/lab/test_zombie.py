@@ -84,3 +84,31 @@ def test_panel_replays_when_the_controls_change(tmp_path):
     assert bytes(panel.chart.value) != first_chart
     panel.report_at.value = 90
     assert panel.outcomes[0].report_at == 90
+
+
+@pytest.mark.parametrize(("report", "report_at", "replaced"), [("complete", 90, True), ("fail", 90, False)])
+def test_every_label_stays_inside_the_picture(tmp_path, report, report_at, replaced):
+    """The panel's latest report times put marks near the right edge: their labels must not be cut off."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    outcomes = [zombie.scenario(f, report, report_at, replaced, tmp_path) for f in (False, True)]
+    fig = zombie.plot_side_by_side(*outcomes)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    width, height = fig.bbox.width, fig.bbox.height
+    for ax in fig.axes:
+        for text in ax.texts:
+            box = text.get_window_extent(renderer)
+            inside = box.x0 >= 0 and box.x1 <= width and box.y0 >= 0 and box.y1 <= height
+            assert inside, f"{text.get_text()!r} is cut off at {box}"
+
+
+def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeypatch):
+    panel = zombie.ZombiePanel(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zombie, "scenario", interrupted)
+    panel.report.value = "complete"
+    assert "interrupted" in panel.text.value

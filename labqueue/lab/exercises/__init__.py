@@ -16,7 +16,7 @@ import html
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Verdict:
     """What a checker found: whether the change does what the exercise asks, and why."""
 
@@ -28,6 +28,8 @@ class Verdict:
 
     def __str__(self) -> str:
         return f"{'PASS' if self.passed else 'NOT YET'}: {self.message}"
+
+    __repr__ = __str__  # where only plain text shows (a terminal, GitHub), the same line
 
     def _repr_html_(self) -> str:
         colour, word = ("#1a7f37", "PASS") if self.passed else ("#b35900", "NOT YET")

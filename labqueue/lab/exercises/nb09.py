@@ -1,0 +1,100 @@
+"""Notebook 09's exercise: choose the ``synchronous`` level, and say what each level can lose.
+
+``check_durability`` opens a real queue at the level you chose, reads back what SQLite set,
+times a hundred small commits at each level on this disk, and compares your predictions
+with what SQLite's documentation promises (https://www.sqlite.org/pragma.html#pragma_synchronous):
+"A transaction committed in WAL mode with synchronous=NORMAL might roll back following a
+power loss or system crash. Transactions are durable across application crashes regardless
+of the synchronous setting or journal mode."
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from ...queue import JobQueue
+from . import Verdict, not_yet, passed
+
+LEVELS = ("NORMAL", "FULL")
+EVENTS = ("application crash", "power loss")
+NOTHING = "nothing"
+RECENT = "recent commits"
+CHOICES = (NOTHING, RECENT)
+COMMITS = 100
+
+#: What SQLite promises in WAL mode: (level, event) -> what may be lost.
+TRUTH = {
+    ("NORMAL", "application crash"): NOTHING,
+    ("NORMAL", "power loss"): RECENT,
+    ("FULL", "application crash"): NOTHING,
+    ("FULL", "power loss"): NOTHING,
+}
+PRAGMA_VALUES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+LOST_START = {key: "?" for key in TRUTH}
+
+
+def commit_seconds(level: str, folder: Path, commits: int = COMMITS) -> tuple[str, float]:
+    """Open a queue at `level`, read the level SQLite reports, and time `commits` enqueues,
+    each its own write transaction. Returns (the level read back, seconds per commit)."""
+    with JobQueue(folder / f"sync_{level.lower()}.db", synchronous=level) as q:
+        reported = PRAGMA_VALUES.get(q.db.execute("PRAGMA synchronous").fetchone()[0], "?")
+        started = time.perf_counter()
+        for n in range(commits):
+            q.enqueue("payment", {"n": n})
+        return reported, (time.perf_counter() - started) / commits
+
+
+def check_durability(synchronous: object, lost: object) -> Verdict:
+    """`synchronous`: the level for a queue whose jobs charge cards. `lost`: for each
+    (level, event), "nothing" or "recent commits". Passes when both match SQLite's promise."""
+    if not isinstance(synchronous, str) or synchronous.upper() not in LEVELS:
+        return not_yet(f"synchronous must be one of {', '.join(LEVELS)}, got {synchronous!r}")
+    if not isinstance(lost, Mapping):
+        return not_yet(f"lost must be a dict of (level, event) -> answer, got {type(lost).__name__}")
+    level = synchronous.upper()
+    with tempfile.TemporaryDirectory(prefix="nb09_") as scratch:
+        timings = {lv: commit_seconds(lv, Path(scratch)) for lv in LEVELS}
+    reported = timings[level][0]
+    cost = ", ".join(f"{lv}: {seconds * 1000:.2f} ms per commit" for lv, (_, seconds) in timings.items())
+    seen = f"your queue opened with synchronous = {reported} (on this disk {cost})"
+    unanswered = [key for key in TRUTH if lost.get(key) not in CHOICES]
+    if unanswered:
+        level_name, event = unanswered[0]
+        return not_yet(
+            f"{seen}. Answer every case with {NOTHING!r} or {RECENT!r}; "
+            f"first unanswered: ({level_name!r}, {event!r}) is {lost.get(unanswered[0])!r}."
+        )
+    wrong = [key for key in TRUTH if lost[key] != TRUTH[key]]
+    if wrong:
+        level_name, event = wrong[0]
+        return not_yet(
+            f"{seen}. {len(wrong)} prediction(s) differ from SQLite's documentation, first ({level_name!r}, "
+            f"{event!r}). Reread the quotation: which event can undo a commit, and at which level?"
+        )
+    if level != "FULL":
+        return not_yet(
+            f"{seen}. Your predictions are right, so look at them again: with NORMAL a power cut can roll "
+            "back the last commits, and a completed payment job would run again. Which level rules that out?"
+        )
+    return passed(
+        f"{seen}. FULL syncs the WAL on every commit, so a power cut loses nothing that was committed; "
+        "you pay for it with one fsync per commit. An application crash never loses a commit at either level."
+    )
+
+
+CHECKERS = {"durability": check_durability}
+STARTERS = {"durability": {"synchronous": "NORMAL", "lost": LOST_START}}
+ANSWERS = {"durability": {"synchronous": "FULL", "lost": dict(TRUTH)}}
+WRONG = {
+    "durability": [
+        # right level, but the belief that NORMAL survives a power cut
+        {"synchronous": "FULL", "lost": {**TRUTH, ("NORMAL", "power loss"): NOTHING}},
+        # right predictions, the faster level chosen anyway
+        {"synchronous": "NORMAL", "lost": dict(TRUTH)},
+        {"synchronous": "OFF", "lost": dict(TRUTH)},
+    ],
+}

@@ -1,0 +1,245 @@
+"""A job's life as one picture: its four states and every move between them.
+
+The states are the queue's own (``labqueue.queue.STATES``, the ``CHECK`` in
+``labqueue.sql.TABLE``) and each edge names the SQL statements that make that move, so
+a test can run the statements and check that the picture and the code agree.
+
+    from labqueue.lab import states
+    states.diagram()                        # the whole life of a job
+    states.diagram(highlight="reclaim")     # one move (or a state) drawn in colour
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..errors import InvalidArgument
+from ..queue import STATES
+from .assets import new_figure
+
+#: Where the jobs come from: enqueue is drawn as an arrow from outside.
+START = "new"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One move of a job: from a state to a state, the name the course uses for it, how the
+    picture labels it, and the constants of ``labqueue.sql`` that perform it."""
+
+    key: str
+    source: str
+    target: str
+    label: str
+    statements: tuple[str, ...]
+
+
+EDGES: tuple[Edge, ...] = (
+    Edge("enqueue", START, "queued", "enqueue", ("ENQUEUE", "ENQUEUE_MANY")),
+    Edge("claim", "queued", "running", "claim\n(attempts + 1, new token)", ("CLAIM", "CLAIM_NEXT")),
+    Edge(
+        "reclaim",
+        "running",
+        "running",
+        "lease expired:\nclaimed again\n(attempts + 1, new token)",
+        ("CLAIM", "CLAIM_NEXT"),
+    ),
+    Edge("complete", "running", "done", "complete\n(token matches)", ("COMPLETE",)),
+    # RELEASE: a warm stop gives back a batch's unstarted jobs, the same move back to queued.
+    Edge("retry", "running", "queued", "fail: retry after backoff", ("FAIL", "RELEASE")),
+    Edge(
+        "dead",
+        "running",
+        "dead",
+        "fail, out of attempts;\nor lease expired\non the last attempt",
+        ("FAIL", "RETIRE_EXHAUSTED", "CLAIM_NEXT", "BURY"),
+    ),
+    Edge("requeue", "dead", "queued", "requeue_dead (attempts = 0)", ("REQUEUE_DEAD", "REQUEUE_DEAD_IDS")),
+)
+
+EDGE_KEYS = tuple(edge.key for edge in EDGES)
+
+# Where each state sits, in inches on the course's 6.4 x 3.2 figure.
+_AT = {
+    START: (0.25, 1.5),
+    "queued": (1.45, 1.5),
+    "running": (3.55, 1.5),
+    "done": (5.9, 2.3),
+    "dead": (5.75, 0.75),
+}
+_RADIUS = 0.42
+_MUTED, _HOT = "#555555", "#d62728"
+_FILL = {"queued": "#dddddd", "running": "#9ecae1", "done": "#a1d99b", "dead": "#fc9272"}
+
+
+def transitions() -> set[tuple[str, str]]:
+    """The diagram's moves as (from, to) pairs between states (enqueue left out)."""
+    return {(e.source, e.target) for e in EDGES if e.source != START}
+
+
+def edges_frame():
+    """The moves as a table: name, from, to, what the picture says, and the SQL that does it."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "move": e.key,
+                "from": e.source,
+                "to": e.target,
+                "what happens": " ".join(e.label.split()),
+                "SQL (labqueue.sql)": ", ".join(e.statements),
+            }
+            for e in EDGES
+        ]
+    ).set_index("move")
+
+
+def _chosen(highlight: str | Iterable[str] | None) -> set[str]:
+    if highlight is None:
+        return set()
+    names = {highlight} if isinstance(highlight, str) else set(highlight)
+    unknown = sorted(n for n in names if n not in STATES and n not in EDGE_KEYS)
+    if unknown:
+        raise InvalidArgument(
+            f"highlight must name states ({', '.join(STATES)}) or moves ({', '.join(EDGE_KEYS)}), "
+            f"got {', '.join(map(repr, unknown))}"
+        )
+    return names
+
+
+def diagram(highlight: str | Iterable[str] | None = None, title: str | None = None):
+    """The state diagram of a job as a matplotlib Figure of the course's size.
+
+    ``highlight`` names states and/or moves (``"claim"``, ``"reclaim"``, ``"complete"``,
+    ``"retry"``, ``"dead"``, ``"requeue"``, ``"enqueue"``) to draw in colour; the rest is
+    drawn in gray. The figure is not kept by pyplot: return it from a cell to show it."""
+    from matplotlib.patches import Circle, FancyArrowPatch
+
+    hot = _chosen(highlight)
+    fig, ax = new_figure()
+    fig.set_layout_engine("none")
+    ax.set_position((0.0, 0.0, 1.0, 0.92))  # one inch of axes is one inch of figure
+    ax.set_xlim(0, 6.4)
+    ax.set_ylim(0, 3.2 * 0.92)
+    ax.axis("off")
+
+    for state in STATES:
+        x, y = _AT[state]
+        lit = state in hot or not hot
+        ax.add_patch(
+            Circle(
+                (x, y),
+                _RADIUS,
+                facecolor=_FILL[state] if lit else "#f4f4f4",
+                edgecolor=_HOT if state in hot else "#333333",
+                linewidth=2.5 if state in hot else 1.2,
+                zorder=2,
+            )
+        )
+        ax.text(x, y, state, ha="center", va="center", fontsize=10, fontweight="bold", zorder=3)
+
+    def arrow(a, b, key, rad=0.0, **kw):
+        color = _HOT if key in hot else _MUTED
+        ax.add_patch(
+            FancyArrowPatch(
+                a,
+                b,
+                connectionstyle=f"arc3,rad={rad}",
+                arrowstyle="-|>",
+                mutation_scale=14,
+                color=color,
+                linewidth=2.2 if key in hot else 1.2,
+                shrinkA=kw.get("shrink_a", 0),
+                shrinkB=0,
+                zorder=1,
+            )
+        )
+        return color
+
+    def label(key: str, x: float, y: float, **kw) -> None:
+        edge = next(e for e in EDGES if e.key == key)
+        color = _HOT if key in hot else "#222222"
+        ax.text(x, y, edge.label, fontsize=7.5, color=color, ha=kw.pop("ha", "center"), va="center", **kw)
+
+    qx, qy = _AT["queued"]
+    rx, ry = _AT["running"]
+    dx, dy = _AT["done"]
+    ex, ey = _AT["dead"]
+    r = _RADIUS
+    arrow((0.0, qy), (qx - r, qy), "enqueue")
+    label("enqueue", 0.05, qy + 0.18, ha="left")
+    arrow((qx + r * 0.8, qy + r * 0.6), (rx - r * 0.8, ry + r * 0.6), "claim", rad=-0.3)
+    label("claim", (qx + rx) / 2 - 0.1, qy + 0.72)
+    arrow((rx - r * 0.8, ry - r * 0.6), (qx + r * 0.8, qy - r * 0.6), "retry", rad=-0.3)
+    label("retry", (qx + rx) / 2, qy - 0.68)
+    # The reclaim: a loop over the top of running, back into running.
+    arrow((rx - r * 0.7, ry + r * 0.72), (rx + r * 0.7, ry + r * 0.72), "reclaim", rad=-1.9)
+    label("reclaim", rx + 0.42, ry + 0.98, ha="left")
+    arrow((rx + r * 0.95, ry + r * 0.3), (dx - r, dy), "complete", rad=-0.1)
+    label("complete", dx - 1.05, ry + 0.12)
+    arrow((rx + r * 0.95, ry - r * 0.3), (ex - r, ey + 0.1), "dead", rad=0.1)
+    label("dead", ex - 1.3, ey - 0.1)
+    # requeue_dead: from dead, under everything, back to queued.
+    arrow((ex - r * 0.3, ey - r * 0.95), (qx, qy - r), "requeue", rad=-0.3)
+    label("requeue", 3.3, 0.42)
+
+    fig.suptitle(title or "The life of a job: four states, every move an UPDATE", fontsize=10, y=0.98)
+    return fig
+
+
+#: One sentence per move and per state, for the panel.
+MOVES_EXPLAINED = {
+    "enqueue": "A producer adds the job; it is ready at once, or after its delay.",
+    "claim": "A worker takes a ready job: one more attempt, a fresh lease token, a deadline.",
+    "reclaim": "The lease ran out without a report: the next claim takes the job, with a new token.",
+    "complete": "The worker whose token is still current reports success; a stale token changes nothing.",
+    "retry": "The handler failed with attempts left: back to queued, visible again after a backoff.",
+    "dead": "The last attempt failed, or its lease ran out: parked with its error for a person.",
+    "requeue": "An operator sends dead jobs back to the queue, attempts reset to 0.",
+}
+STATES_EXPLAINED = {
+    "queued": "Waiting: claimable once visible_at has passed.",
+    "running": "Leased to one worker until visible_at; claimable again after that.",
+    "done": "Finished; the row stays for monitoring until someone purges it.",
+    "dead": "A dead letter: out of attempts, kept with its last error for a person.",
+}
+
+
+class DiagramPanel:
+    """A dropdown of the moves and states, and the diagram with the chosen one in colour, each
+    with one sentence on what it means. `show(name)` is plain Python, so tests drive the panel
+    as a learner does."""
+
+    def __init__(self) -> None:
+        import ipywidgets as w
+
+        options = [("(everything)", ""), *((f"move: {k}", k) for k in EDGE_KEYS)]
+        options += [(f"state: {s}", f"state:{s}") for s in STATES]
+        self.choice = w.Dropdown(options=options, value="", description="show")
+        self.text = w.HTML()
+        self.image = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
+        self.choice.observe(lambda change: self.show(change["new"]), names="value")
+        self.widget = w.VBox([self.choice, self.text, self.image])
+        self.show("")
+
+    def show(self, name: str) -> None:
+        from .assets import figure_png
+
+        key = name.removeprefix("state:")
+        try:
+            self.image.value = figure_png(diagram(highlight=key or None))
+        except KeyboardInterrupt:  # the kernel was interrupted while drawing
+            self.text.value = "<b>interrupted</b>: pick again"
+            return
+        if not key:
+            self.text.value = "Every state and every move of a job."
+        elif name.startswith("state:"):
+            self.text.value = STATES_EXPLAINED[key]
+        else:
+            self.text.value = MOVES_EXPLAINED[key]
+
+
+def diagram_panel():
+    """The notebook's panel: pick a move or a state and see it in colour."""
+    return DiagramPanel().widget

@@ -1,0 +1,312 @@
+"""A supervised pool of worker processes: start N, replace the ones that crash, stop them
+warm (SIGTERM: finish the current job) and then hard (kill_tree).
+
+Every worker is a fresh interpreter running ``python -m labqueue.worker`` (see
+``labqueue.procs.worker_command``), so the pool works the same under spawn, forkserver or
+fork, and from a notebook. ``labqueue worker --concurrency N`` is this class with
+``supervise()``; the course's labs use its pieces (``fill``, ``reap``, ``kill``, ``stop``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from .errors import InvalidArgument
+from .procs import kill_tree, worker_command
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+DEFAULT_GRACE = 10.0  # seconds a warm stop waits before the hard kill
+TICK = 0.1  # how often supervise() looks at its workers
+
+
+@dataclass
+class Worker:
+    """One worker process of a pool, from its start to its end."""
+
+    name: str
+    slot: int
+    proc: subprocess.Popen
+    started: float  # time.time() at the start
+    ended: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    @property
+    def crashed(self) -> bool:
+        """Ended with anything but exit code 0 (an error, a signal, a hard stop)."""
+        return self.proc.returncode not in (None, 0)
+
+
+def exit_reason(returncode: int | None) -> str:
+    """How a process ended, in words: "exit code 3", "killed by SIGKILL", "running"."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def stop_processes(procs: Iterable[subprocess.Popen], grace: float = DEFAULT_GRACE) -> list[subprocess.Popen]:
+    """A warm stop of each process (SIGTERM lets the current job finish), all at once;
+    after `grace` seconds, a hard kill (kill_tree) of any still running. Returns the
+    processes that needed the hard kill."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    return _wait_then_kill(procs, grace)
+
+
+def _wait_then_kill(procs: Sequence[subprocess.Popen], grace: float) -> list[subprocess.Popen]:
+    deadline = time.monotonic() + grace
+    hard = []
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            hard.append(proc)
+    return hard
+
+
+class StopSignals:
+    """Counts SIGTERM and SIGINT: the first asks for a warm stop, a second for a hard one.
+    Like every signal handler here it only sets a flag; supervise() acts on it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+    @property
+    def warm(self) -> bool:
+        return self.count >= 1
+
+    @property
+    def hard(self) -> bool:
+        return self.count >= 2
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self)
+
+
+class WorkerPool:
+    """`size` worker processes on the queue at `path`, each in a slot of its own.
+
+    The settings are those of ``python -m labqueue.worker``; `options` adds more of its
+    command-line options (for example ``("--max-attempts", "3")``). `handlers` names modules
+    of handlers to load, so the pool itself imports no application code. `names(n)` names
+    the n-th process started (0, 1, 2, ...): a restarted worker gets a new name.
+    `command(name)`, if given, replaces the worker command line altogether, for a lab
+    that runs a worker program of its own. `quiet` sends the workers' output to
+    /dev/null; `new_session` starts each in a session of its own, so a Ctrl-C in the
+    terminal reaches only the process that supervises them, which passes it on."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        size: int,
+        *,
+        lease_seconds: float = 30.0,
+        idle_exit: float | None = None,
+        handlers: Sequence[str] = (),
+        poll: float | None = None,
+        options: Sequence[str] = (),
+        names: Callable[[int], str] = "w{}".format,
+        command: Callable[[str], list[str]] | None = None,
+        quiet: bool = True,
+        new_session: bool = False,
+        popen_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if path is None and command is None:
+            raise InvalidArgument("a WorkerPool needs the queue's path (or a command of its own)")
+        self.path = path
+        self.size = _size(size)
+        self.lease_seconds = lease_seconds
+        self.idle_exit = idle_exit
+        self.handlers = tuple(handlers)
+        self.poll = poll
+        self.options = tuple(options)
+        self.names = names
+        self.command = command
+        self.quiet = quiet
+        self.new_session = new_session
+        self.popen_options = dict(popen_options or {})
+        self.slots: list[Worker | None] = [None] * self.size
+        self.ended: list[Worker] = []  # every worker that has ended, oldest first
+        self.started = 0  # processes started so far
+        self.restarts = 0  # of them, replacements for crashed workers
+
+    # -- looking ----------------------------------------------------------------
+
+    @property
+    def workers(self) -> list[Worker]:
+        """The workers in their slots (some may have ended since the last reap())."""
+        return [w for w in self.slots if w is not None]
+
+    @property
+    def processes(self) -> dict[str, subprocess.Popen]:
+        """Running workers by name."""
+        return {w.name: w.proc for w in self.workers if w.proc.poll() is None}
+
+    def alive(self) -> int:
+        return len(self.processes)
+
+    def command_line(self, name: str) -> list[str]:
+        """The command line of the worker called `name`."""
+        if self.command is not None:
+            return self.command(name)
+        assert self.path is not None
+        cmd = worker_command(
+            self.path, name, self.lease_seconds, self.idle_exit, handlers=self.handlers, poll=self.poll
+        )
+        at = cmd.index("labqueue.worker") + 1  # options first: safe whatever follows the module name
+        return [*cmd[:at], *self.options, *cmd[at:]]
+
+    # -- starting and replacing -----------------------------------------------------
+
+    def fill(self) -> list[Worker]:
+        """Start a worker in every empty slot (growing the slots to `size`). Returns the new ones."""
+        self.slots += [None] * (_size(self.size) - len(self.slots))
+        return [self._start(slot) for slot, w in enumerate(self.slots) if w is None and slot < self.size]
+
+    def reap(self) -> list[Worker]:
+        """Take every ended worker out of its slot, log how it ended, and return them."""
+        now, gone = time.time(), []
+        for slot, w in enumerate(self.slots):
+            if w is not None and w.proc.poll() is not None:
+                w.ended = now
+                self.slots[slot] = None
+                self.ended.append(w)
+                gone.append(w)
+                level = logging.WARNING if w.crashed else logging.INFO
+                log.log(level, "worker %s (pid %d) ended: %s", w.name, w.pid, exit_reason(w.returncode))
+        return gone
+
+    def check(self) -> list[Worker]:
+        """reap(), then restart every worker that crashed (a clean exit, such as an idle
+        exit, leaves its slot empty). Returns the workers that ended."""
+        gone = self.reap()
+        for w in gone:
+            if w.crashed and w.slot < self.size:
+                fresh = self._start(w.slot)
+                self.restarts += 1
+                log.warning(
+                    "worker %s crashed (%s); restarted as %s (pid %d)",
+                    w.name,
+                    exit_reason(w.returncode),
+                    fresh.name,
+                    fresh.pid,
+                )
+        return gone
+
+    def _start(self, slot: int) -> Worker:
+        name = self.names(self.started)
+        out = subprocess.DEVNULL if self.quiet else None
+        options: dict[str, Any] = {"stdout": out, "stderr": out, **self.popen_options}
+        if self.new_session and os.name == "posix":
+            options["start_new_session"] = True
+        proc = subprocess.Popen(self.command_line(name), **options)
+        self.started += 1
+        worker = Worker(name, slot, proc, time.time())
+        self.slots[slot] = worker
+        log.info("started worker %s (pid %d)", name, proc.pid)
+        return worker
+
+    # -- stopping -----------------------------------------------------------------
+
+    def kill(self, name: str) -> list[int]:
+        """Hard-kill one running worker (with anything it started). Returns the pids killed;
+        the next reap() or check() sees it gone."""
+        proc = self.processes.get(name)
+        return [] if proc is None else kill_tree(proc)
+
+    def ask_to_stop(self, ask: Callable[[subprocess.Popen], None] | None = None) -> None:
+        """The warm half of a stop: SIGTERM (or `ask(proc)`) to every running worker."""
+        for proc in self.processes.values():
+            (ask or subprocess.Popen.terminate)(proc)
+
+    def stop(
+        self, grace: float = DEFAULT_GRACE, *, ask: Callable[[subprocess.Popen], None] | None = None
+    ) -> list[Worker]:
+        """A warm stop of every worker, then a hard kill of those still running after
+        `grace` seconds. Returns every worker that ended here."""
+        self.ask_to_stop(ask)
+        hard = _wait_then_kill([w.proc for w in self.workers], grace)
+        if hard:
+            log.warning("%d worker(s) did not stop within %g s and were killed", len(hard), grace)
+        return self.reap()
+
+    def kill_all(self) -> list[Worker]:
+        """A hard stop: kill_tree every running worker at once. Returns the workers ended."""
+        for proc in self.processes.values():
+            kill_tree(proc)
+        return self.reap()
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- supervising ----------------------------------------------------------------
+
+    def supervise(self, signals: StopSignals, *, tick: float = TICK, grace: float | None = None) -> int:
+        """Keep the pool running until every worker has left by itself (an idle exit) or a
+        stop is asked for: restart crashed workers; on the first signal pass a warm stop to
+        every worker and wait for them; on a second one (or after `grace` seconds, if given),
+        kill them all. Returns 0, or 1 after a hard stop."""
+        self.fill()
+        log.info("supervising %d worker(s)", self.size)
+        asked_at: float | None = None
+        while True:
+            if signals.hard:
+                gone = self.kill_all()
+                log.warning("hard stop: killed %d worker(s)", sum(w.crashed for w in gone))
+                return 1
+            if signals.warm and asked_at is None:
+                n = self.alive()
+                self.ask_to_stop()
+                log.info("warm stop: asked %d worker(s) to finish their current job", n)
+                asked_at = time.monotonic()
+            if asked_at is None:
+                self.check()
+            else:
+                self.reap()
+                if grace is not None and time.monotonic() - asked_at > grace:
+                    signals.count = max(signals.count, 2)
+                    continue
+            if not self.workers:
+                log.info("all workers stopped (%d restart(s))", self.restarts)
+                return 0
+            time.sleep(tick)
+
+
+def _size(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgument(f"size must be a whole number of zero or more, got {value!r}")
+    return value

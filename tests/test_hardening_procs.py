@@ -1,0 +1,275 @@
+"""Issue 13, class 4: processes and signals. A worker id or path cannot smuggle in an
+option, a second stop signal ends a worker waiting for the write lock, and an effect
+cannot split the transaction that completes its job."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labqueue import InvalidArgument, JobQueue, kill_tree, start_worker
+from labqueue import worker as worker_loop
+from labqueue.errors import EffectEndedTransaction
+from labqueue.procs import worker_command
+
+MARKER = "labqueue_hardening_marker"
+HANDLERS = "labqueue_hardening_handlers"
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch) -> Path:
+    """A folder on the workers' PYTHONPATH with a marker module (it leaves a file behind
+    if anything imports it) and a module of one handler, kind 't', that does nothing."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / f"{MARKER}.py").write_text(
+        f"from pathlib import Path\nPath({str(tmp_path / 'imported.txt')!r}).write_text('imported')\n"
+    )
+    (folder / f"{HANDLERS}.py").write_text(
+        "from labqueue import handler\n\n@handler('t')\ndef t(job, q):\n    return None\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    return tmp_path / "imported.txt"
+
+
+def one_job(path: Path, kind: str = "t") -> None:
+    with JobQueue(path) as q:
+        q.enqueue(kind, {})
+
+
+def the_row(path: Path) -> sqlite3.Row:
+    with JobQueue(path) as q:
+        return q.db.execute("SELECT state, worker, last_error FROM jobs WHERE id = 1").fetchone()
+
+
+# -- options cannot be smuggled in -------------------------------------------------------------
+
+
+def test_the_command_puts_options_first_and_ends_them_with_a_double_dash(tmp_path):
+    cmd = worker_command(tmp_path / "q.db", "--handlers=evil", 30, 0.5, handlers=["m"], poll=0.1)
+    end = cmd.index("--")
+    assert cmd[end + 1 :] == [str(tmp_path / "q.db"), "--handlers=evil", "30", "0.5"]
+    assert cmd[cmd.index("labqueue.worker") + 1 : end] == ["--handlers", "m", "--poll", "0.1"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"handlers": ["--poll=0"]}, "handler module"),
+        ({"handlers": ["mod\x00ule"]}, "handler module"),
+        ({"worker_id": "w\x00"}, "worker_id"),
+        ({"worker_id": ""}, "worker_id"),
+        ({"lease_seconds": float("nan")}, "lease_seconds"),
+        ({"idle_exit": -1}, "idle_exit"),
+        ({"poll": 0}, "poll"),
+        ({"path": "q\x00.db"}, "path"),
+    ],
+)
+def test_the_command_refuses_what_a_worker_could_misread(tmp_path, kwargs, name):
+    args = {"path": tmp_path / "q.db", "worker_id": "w", "lease_seconds": 30, **kwargs}
+    with pytest.raises(InvalidArgument, match=name):
+        worker_command(**args)
+
+
+def test_a_worker_id_that_looks_like_an_option_imports_nothing(tmp_path, site):
+    path = tmp_path / "jobs.db"
+    one_job(path)
+    sneaky = f"--handlers={MARKER}"
+    proc = start_worker(path, sneaky, 30, idle_exit=0.2)
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        kill_tree(proc)
+    assert not site.exists(), "the worker imported the module its id named"
+    row = the_row(path)
+    assert (row["state"], row["worker"]) == ("dead", sneaky)  # no handler for 't' in a plain worker
+    assert row["last_error"].startswith("UnknownJobKind")
+
+
+def test_a_path_that_begins_with_a_dash_is_a_path(tmp_path, site):
+    one_job(tmp_path / "-jobs.db")
+    done = subprocess.run(
+        worker_command("-jobs.db", "-w", 30, 0.2, handlers=[HANDLERS]), cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0
+    assert tuple(the_row(tmp_path / "-jobs.db"))[:2] == ("done", "-w")
+
+
+def test_the_worker_module_accepts_a_double_dash_before_its_positionals(tmp_path, site):
+    path = tmp_path / "jobs.db"
+    one_job(path)
+    options = ["--handlers", HANDLERS]
+    cmd = [sys.executable, "-m", "labqueue.worker", *options, "--", str(path), "-x", "30", "0.2"]
+    assert subprocess.run(cmd, timeout=60).returncode == 0
+    assert tuple(the_row(path))[:2] == ("done", "-x")
+
+
+# -- stop signals while the write lock is held elsewhere -----------------------------------------
+
+
+@pytest.fixture
+def held_lock(tmp_path) -> Iterator[tuple[Path, sqlite3.Connection]]:
+    """A queue with one job, and a connection of the test's holding its write lock."""
+    path = tmp_path / "jobs.db"
+    one_job(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    yield path, other
+    if other.in_transaction:
+        other.execute("ROLLBACK")
+    other.close()
+
+
+def start_blocked_worker(path: Path) -> subprocess.Popen:
+    """A worker (30 s busy timeout, the default) that has opened the queue and found the
+    job: it is now waiting for the write lock to claim it."""
+    proc = start_worker(path, "w1", 30, idle_exit=60, handlers=[HANDLERS])
+    deadline = time.monotonic() + 60
+    while not any(f.path == str(path) for f in psutil.Process(proc.pid).open_files()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the worker never opened the queue"
+        time.sleep(0.05)
+    time.sleep(1.0)  # from open to the claim is a read and a few statements
+    return proc
+
+
+def test_a_second_stop_signal_ends_a_worker_waiting_for_the_write_lock(held_lock, site):
+    path, _ = held_lock
+    proc = start_blocked_worker(path)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert proc.poll() is None  # a warm stop waits for the claim in progress
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 1  # the lock is still held: it did not wait out the busy timeout
+    finally:
+        kill_tree(proc)
+    assert held_lock[1].in_transaction
+
+
+def test_a_first_stop_signal_while_waiting_lets_the_job_run_then_exits(held_lock, site):
+    path, other = held_lock
+    proc = start_blocked_worker(path)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        other.execute("ROLLBACK")  # the lock is free: the claim goes through, the job runs
+        assert proc.wait(timeout=60) == 0
+    finally:
+        kill_tree(proc)
+    assert tuple(the_row(path))[:2] == ("done", "w1")
+
+
+# -- an effect cannot end the completing transaction -------------------------------------------
+
+
+LEDGER = "CREATE TABLE IF NOT EXISTS ledger (job_id INTEGER PRIMARY KEY)"
+WRITE = "INSERT INTO ledger (job_id) VALUES (1)"
+
+
+def effect_that(how: str):
+    def effect(db: sqlite3.Connection) -> None:
+        db.execute(WRITE)
+        if how == "executescript":
+            db.executescript("INSERT INTO ledger (job_id) VALUES (2);")
+        elif how == "commit()":
+            db.commit()
+        elif how == "rollback()":
+            db.rollback()
+        else:
+            db.execute(how)
+        db.execute("INSERT INTO ledger (job_id) VALUES (3)")
+
+    return effect
+
+
+SPLITTERS = ["executescript", "commit()", "rollback()", "COMMIT", "END", "ROLLBACK", "BEGIN",
+             "BEGIN EXCLUSIVE"]
+
+
+@pytest.fixture
+def q(tmp_path):
+    with JobQueue(tmp_path / "jobs.db") as queue:
+        queue.db.execute(LEDGER)
+        queue.enqueue("t", {})
+        queue.enqueue("t", {})
+        yield queue
+
+
+def ledger(q: JobQueue) -> list[int]:
+    return [n for (n,) in q.db.execute("SELECT job_id FROM ledger ORDER BY job_id")]
+
+
+def snapshot(q: JobQueue) -> list[tuple]:
+    return [tuple(r) for r in q.db.execute("SELECT id, state, attempts, lease_token FROM jobs ORDER BY id")]
+
+
+@pytest.mark.parametrize("how", SPLITTERS)
+@pytest.mark.parametrize("path", ["complete", "complete_and_claim"])
+def test_an_effect_that_would_end_the_transaction_is_refused_and_rolled_back(q, how, path):
+    job = q.claim_next("w")
+    before = snapshot(q)
+    with pytest.raises(EffectEndedTransaction, match=f"the effect of job {job.id} .* tried to begin, commit"):
+        if path == "complete":
+            q.complete(job, effect_that(how))
+        else:
+            q.complete_and_claim(job, "w", effect_that(how))
+    assert not q.db.in_transaction
+    assert (snapshot(q), ledger(q)) == (before, [])
+    assert q.complete(job, effect_that_writes) is True  # still ours, and a proper effect works
+    assert ledger(q) == [1]
+
+
+def effect_that_writes(db: sqlite3.Connection) -> None:
+    db.execute(WRITE)
+
+
+def test_an_effect_that_swallows_the_refusal_is_still_refused(q):
+    def sly(db: sqlite3.Connection) -> None:
+        db.execute(WRITE)
+        with contextlib.suppress(sqlite3.DatabaseError):
+            db.execute("COMMIT")
+
+    job = q.claim_next("w")
+    with pytest.raises(EffectEndedTransaction):
+        q.complete(job, sly)
+    assert ledger(q) == []
+
+
+def test_an_effect_may_use_savepoints_inside_the_transaction(q):
+    def nested(db: sqlite3.Connection) -> None:
+        db.execute("SAVEPOINT inner")
+        db.execute("INSERT INTO ledger (job_id) VALUES (5)")
+        db.execute("ROLLBACK TO inner")
+        db.execute(WRITE)
+        db.execute("RELEASE inner")
+
+    job = q.claim_next("w")
+    assert q.complete(job, nested) is True
+    assert ledger(q) == [1]
+
+
+def test_a_worker_fails_the_job_whose_effect_would_commit_and_carries_on(q):
+    job = q.claim_next("w")
+    outcome = worker_loop.handle(q, job, {"t": lambda job, q: effect_that("COMMIT")})
+    assert outcome == "queued"
+    assert q.job(job.id).last_error.startswith("EffectEndedTransaction: the effect of job")
+    assert ledger(q) == []
+
+
+def test_a_commit_run_on_the_connection_before_is_refused_in_an_effect_too(q):
+    """sqlite3 caches the statement "COMMIT" once anyone has run it on this connection."""
+    q.db.execute("BEGIN")
+    q.db.execute("COMMIT")
+    job = q.claim_next("w")
+    with pytest.raises(EffectEndedTransaction):
+        q.complete(job, effect_that("COMMIT"))
+    assert ledger(q) == [] and q.job(job.id).state == "running"
