@@ -281,6 +281,8 @@ _STATE_JS = (
         widget: 'application/vnd.jupyter.widget-view+json' in (out.data || {}),
         mime: node ? node.getAttribute('data-mime-type') : null,
         views: node ? node.querySelectorAll('.jupyter-widgets').length : 0,
+        png: 'image/png' in (out.data || {}),
+        img: node ? node.querySelector('img') !== null : false,
         height: box.height,
         text: node ? node.textContent.slice(0, 300) : '',
         error: out.type === 'error' ? (out.toJSON().ename + ': ' + out.toJSON().evalue) : '',

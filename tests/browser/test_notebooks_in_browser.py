@@ -87,6 +87,16 @@ def driven_later(request: pytest.FixtureRequest, number: str) -> bool:
     return any(mark is not None and mark.args[0] == number for mark in marks)
 
 
+def committed_figures(notebook: Path) -> int:
+    """How many code cells of the committed notebook show a figure (a PNG output)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(
+        any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+        for cell in cells
+        if cell["cell_type"] == "code"
+    )
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_notebook_runs_clean(
     notebook: Path, open_notebook, ran_pages, lab_server: LabServer, request: pytest.FixtureRequest
@@ -106,6 +116,10 @@ def test_notebook_runs_clean(
         page.screenshot(notebook.stem)
         problems = page.problems(state)
         assert problems == [], f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
+        # every figure the committed notebook shows is drawn on the page too, as a picture
+        drawn = sum(any(o["png"] and o["img"] for o in c["outputs"]) for c in state["cells"])
+        assert drawn >= committed_figures(notebook), f"{notebook.name}: {drawn} figure(s) shown in JupyterLab"
+
         widgets = sum(o["widget"] and o["views"] > 0 for c in state["cells"] for o in c["outputs"])
         peak = lab_server.memory.peak
         print(
