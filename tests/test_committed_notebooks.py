@@ -122,3 +122,13 @@ def test_every_step_has_an_exercise_with_a_hint_an_answer_and_a_checker(path):
     assert not [
         out for c in cells for out in c.get("outputs", []) if out.get("output_type") == "error"
     ], f"{path.name} was committed with an error output"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_ends_by_saying_how_to_free_its_kernel(path):
+    """Binder gives a session 2 GB and each open kernel holds 100-150 MB: the last cell of
+    every notebook tells the learner how to shut its kernel down."""
+    last = _load(path)["cells"][-1]
+    assert last["cell_type"] == "markdown" and "Shut Down Kernel" in "".join(last["source"]), (
+        f"{path.name} does not end by saying how to shut its kernel down"
+    )
