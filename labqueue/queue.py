@@ -524,13 +524,7 @@ class JobQueue:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
         up to backoff_cap. The doubling stops at the cap: 2 ** attempts is never
         computed past it, so any attempt number works."""
-        base, cap = self.backoff_base, self.backoff_cap
-        doublings = attempts - 1
-        if doublings >= math.log2(cap) - math.log2(base):
-            ceiling = cap
-        else:  # base * 2**doublings < cap here: ldexp cannot overflow
-            ceiling = min(cap, math.ldexp(base, max(doublings, -1100)))
-        return self.rng() * ceiling
+        return self.rng() * backoff_ceiling(attempts, self.backoff_base, self.backoff_cap)
 
     # -- the worker loop's fast path -----------------------------------------------
     # Same rules as claim() and complete(), fewer round trips: one write transaction
@@ -794,6 +788,15 @@ class JobQueue:
 
     def __repr__(self) -> str:
         return f"JobQueue({str(self.path)!r}, lease_seconds={self.lease_seconds})"
+
+
+def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
+    """The full-jitter ceiling after `attempts`: base doubled per attempt, at most cap. The
+    doubling stops at the cap, so 2 ** attempts is never computed past it."""
+    doublings = attempts - 1
+    if doublings >= math.log2(cap) - math.log2(base):
+        return cap
+    return min(cap, math.ldexp(base, max(doublings, -1100)))  # below the cap: ldexp cannot overflow
 
 
 def batch_size(attempts: Sequence[int]) -> int:

@@ -9,7 +9,6 @@ two queues (or two tests) on one server never see each other's jobs.
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import secrets
@@ -32,7 +31,7 @@ from ..errors import (
     QueueBusy,
     StorageFull,
 )
-from ..queue import MAX_ERROR_CHARS, STATES, Finished, Job, JobRecord
+from ..queue import MAX_ERROR_CHARS, STATES, Finished, Job, JobRecord, backoff_ceiling
 from . import checks, sql
 
 try:
@@ -337,13 +336,7 @@ class PgJobQueue:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
         up to backoff_cap (as JobQueue: 2 ** attempts is never computed past the cap, so
         any attempt number works)."""
-        base, cap = self.backoff_base, self.backoff_cap
-        doublings = attempts - 1
-        if doublings >= math.log2(cap) - math.log2(base):
-            ceiling = cap
-        else:  # base * 2**doublings < cap here: ldexp cannot overflow
-            ceiling = min(cap, math.ldexp(base, max(doublings, -1100)))
-        return self.rng() * ceiling
+        return self.rng() * backoff_ceiling(attempts, self.backoff_base, self.backoff_cap)
 
     def heartbeat(self, job: Job) -> bool:
         """Move the lease deadline to now + lease_seconds. Returns False, changing
