@@ -15,14 +15,15 @@ hand their arguments to the tools, imported only when asked for.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
 import json
 import os
+import signal
 import socket
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -177,8 +178,14 @@ def open_existing(location: str) -> Any:
 def stats(args: argparse.Namespace) -> int:
     """Print what to watch on the queue DB: jobs queued, running, ready now, the age of the
     oldest ready job, and dead jobs. --watch refreshes every few seconds until Ctrl-C."""
-    with open_existing(args.db) as q, contextlib.suppress(KeyboardInterrupt):
-        while True:
+    # Ctrl-C (or SIGTERM) only sets a flag that the loop reads between readings: an interrupt
+    # raised inside SQLite's callbacks could be swallowed there and the watch would go on.
+    stop = threading.Event()
+    if args.watch is not None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, frame: stop.set())
+    with open_existing(args.db) as q:
+        while not stop.is_set():
             numbers = q.stats()
             if args.json:
                 print(json.dumps(numbers), flush=True)
@@ -190,9 +197,8 @@ def stats(args: argparse.Namespace) -> int:
                 width = max(map(len, numbers))
                 lines = (f"{name:<{width}}  {value:>8}" for name, value in numbers.items())
                 print("\n".join(lines), flush=True)
-            if args.watch is None:
+            if args.watch is None or stop.wait(args.watch):
                 break
-            time.sleep(args.watch)
     return 0
 
 
