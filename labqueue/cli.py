@@ -45,6 +45,7 @@ from .worker import (
     run,
     seconds,
     settings_options,
+    whole_number,
 )
 
 PROG = "labqueue"
@@ -274,23 +275,11 @@ def kind(text: str) -> str:
 
 
 def job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a job id (a whole number), got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a job id of 1 or more, got {text!r}")
-    return value
+    return whole_number(text, noun="a job id")
 
 
 def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of zero or more, got {text!r}")
-    return value
+    return whole_number(text, low=0)
 
 
 def concurrency(text: str) -> int:

@@ -347,14 +347,15 @@ def positive_seconds(text: str) -> float:
     return seconds(text, allow_zero=False)
 
 
-def whole_number(text: str) -> int:
-    """A whole number of at least 1."""
+def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> int:
+    """A whole number of at least `low` (1 unless told); `noun` names it in the error."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+    if value < low:
+        bound = "zero or more" if low == 0 else f"at least {low}"
+        raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
     return value
 
 
