@@ -59,3 +59,11 @@ class EffectEndedTransaction(LabqueueError):
 
 class UnknownJobKind(LabqueueError):
     """No handler is registered for a job's kind."""
+
+
+class JobNotFound(LabqueueError, LookupError):
+    """No job has this id (it never existed, or a purge removed it)."""
+
+
+class CannotCancel(LabqueueError):
+    """The job has finished (done, dead or already cancelled): nothing was changed."""

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar
 
-from . import sql, validate
+from . import sql, validate, wakeup
 from .errors import (
+    CannotCancel,
     CannotOpen,
     EffectEndedTransaction,
     ForeignDatabase,
     ForeignJobsTable,
     InvalidArgument,
+    JobNotFound,
     NotADatabase,
     PayloadNotSerializable,
     QueueBusy,
@@ -31,7 +33,7 @@ from .errors import (
     StorageFull,
 )
 from .sql import MAX_ERROR_CHARS
-from .validate import MAX_CLAIM_LIMIT, STATES
+from .validate import DEFAULT_QUEUE, MAX_CLAIM_LIMIT, STATES
 from .versions import require_returning
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -52,6 +54,7 @@ __all__ = [
     "Job",
     "JobQueue",
     "JobRecord",
+    "Purged",
     "new_token",
 ]
 
@@ -91,6 +94,19 @@ class JobRecord:
     dedupe_key: str | None
     created_at: float
     finished_at: float | None
+    priority: int = 0
+    queue: str = DEFAULT_QUEUE
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one purge() did: rows removed (and archived, if asked), in how many write
+    transactions, and the longest of them, from BEGIN to COMMIT, in seconds."""
+
+    removed: int
+    archived: int
+    batches: int
+    longest_hold_s: float
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,7 @@ class JobQueue:
         schema: str | None = sql.SCHEMA,
         timeout: float = 30.0,
         create: bool = True,
+        wake: bool = True,
     ) -> None:
         require_returning()
         self.lease_seconds = validate.positive("lease_seconds", lease_seconds)
@@ -169,8 +186,12 @@ class JobQueue:
             )
         if not isinstance(create, bool):
             raise InvalidArgument(f"create must be True or False, got {create!r}")
+        if not isinstance(wake, bool):
+            raise InvalidArgument(f"wake must be True or False, got {wake!r}")
         self.clock = clock
         self.rng = rng
+        self.wake = wake  # notify idle workers after an enqueue, and wait for hints when idle
+        self._waiter: wakeup.Waiter | None = None
         self.path = Path(validate.db_path(path))
         _check_is_sqlite_file(self.path)
         if not create and not self.path.is_file():
@@ -240,7 +261,11 @@ class JobQueue:
                     f"{self.path} has labqueue schema version {version} (PRAGMA user_version); this "
                     f"labqueue knows versions up to {sql.SCHEMA_VERSION}: upgrade labqueue to open it"
                 )
-            _check_jobs_table(self.db, self.path, found, max(version, 1))
+            _check_jobs_table(self.db, self.path, found, _versioned(self.db, version))
+        if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
+            # A brand-new file: freed pages can be handed back later (reclaim_space). The
+            # setting only takes before the first table exists; a full VACUUM applies it later.
+            self.db.execute("PRAGMA auto_vacuum = INCREMENTAL")
         self.db.execute("PRAGMA journal_mode = WAL")
         # A PRAGMA takes no parameters; the level was checked against a fixed list.
         self.db.execute(f"PRAGMA synchronous = {level}")
@@ -255,16 +280,18 @@ class JobQueue:
         write transaction. The version is read again under the write lock: another
         process may have created or upgraded the queue since we looked."""
         with self._tx() as db:
-            version = db.execute(sql.USER_VERSION).fetchone()[0]
+            stamped = db.execute(sql.USER_VERSION).fetchone()[0]
+            version = _versioned(db, stamped, unversioned=0)
             if version > sql.SCHEMA_VERSION:
                 raise SchemaTooNew(
                     f"{self.path} was upgraded to labqueue schema version {version} while opening; "
                     f"this labqueue knows versions up to {sql.SCHEMA_VERSION}"
                 )
             for step in sql.MIGRATIONS[version:]:
-                for statement in _statements(step):
-                    db.execute(statement)
-            if version < sql.SCHEMA_VERSION:
+                run_migration(db, step)
+            if version == sql.SCHEMA_VERSION:  # the current table, made by hand: add what is missing
+                run_migration(db, sql.SCHEMA)
+            if stamped < sql.SCHEMA_VERSION:
                 # An integer constant of ours: PRAGMA takes no parameters.
                 db.execute(f"PRAGMA user_version = {int(sql.SCHEMA_VERSION)}")
 
@@ -355,9 +382,13 @@ class JobQueue:
         delay: float = 0.0,
         max_attempts: int | None = None,
         dedupe_key: str | None = None,
+        priority: int = 0,
+        queue: str = DEFAULT_QUEUE,
     ) -> int | None:
         """Add one job, ready after `delay` seconds, and return the new row's id. If a
         job with this dedupe_key is already stored, nothing changes and the result is None.
+        A higher `priority` is claimed first; `queue` names the queue it waits in (a
+        worker may take from some queues only). Idle workers of this file are woken.
 
         The payload must read back as it went in: JSON without NaN or infinity, nested
         at most MAX_PAYLOAD_DEPTH deep, dict keys strings (JSON would turn 1 into "1",
@@ -369,16 +400,26 @@ class JobQueue:
         if max_attempts is not None:
             attempts = validate.attempts("max_attempts", max_attempts)
         dedupe_key = validate.optional_text("dedupe_key", dedupe_key)
+        priority = validate.priority(priority)
+        queue = validate.queue_name(queue)
         body = _to_json(payload)
         now = self.clock()
         with self._tx() as db:
-            row = db.execute(sql.ENQUEUE, (kind, body, attempts, now + delay, dedupe_key, now)).fetchone()
+            row = db.execute(
+                sql.ENQUEUE, (kind, body, attempts, now + delay, dedupe_key, now, priority, queue)
+            ).fetchone()
+        if row is not None and delay == 0:
+            self.wake_workers()
         return None if row is None else row["id"]
 
-    def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
+    def enqueue_many(
+        self, kind: str, payloads: Iterable[Any], *, priority: int = 0, queue: str = DEFAULT_QUEUE
+    ) -> int:
         """Add many jobs in one transaction: all of them, or (on any error) none.
         Each payload follows enqueue()'s rules."""
         validate.kind(kind)
+        priority = validate.priority(priority)
+        queue = validate.queue_name(queue)
         bodies = []
         for index, payload in enumerate(payloads):
             try:
@@ -386,14 +427,24 @@ class JobQueue:
             except PayloadNotSerializable as exc:
                 raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
         now = self.clock()
+        rows = [(kind, body, self.max_attempts, now, now, priority, queue) for body in bodies]
         with self._tx() as db:
-            db.executemany(sql.ENQUEUE_MANY, [(kind, body, self.max_attempts, now, now) for body in bodies])
+            db.executemany(sql.ENQUEUE_MANY, rows)
+        if bodies:
+            self.wake_workers()
         return len(bodies)
+
+    def wake_workers(self) -> int:
+        """Hint this file's idle workers that a job may be ready (after a COMMIT, never
+        inside a transaction). Returns how many took the hint; never raises. The hint
+        only ends a wait early: see labqueue.wakeup."""
+        return wakeup.notify(self.path) if self.wake else 0
 
     # -- consuming --------------------------------------------------------------
 
-    def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
-        """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id.
+    def claim(self, worker: str, *, limit: int = 1, queues: Sequence[str] | None = None) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, highest priority first and then
+        oldest first, from `queues` (None: every queue), returned sorted by id.
 
         Readiness is a single test, visible_at <= now. The column holds a queued job's
         start time and a running job's lease deadline, so an expired lease is picked up
@@ -405,7 +456,8 @@ class JobQueue:
         write lock."""
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
-        if not self.any_ready():  # look before locking: an empty queue costs one read
+        scope, where = _scope(queues)
+        if not self.any_ready(queues):  # look before locking: an empty queue costs one read
             return []
         now = self.clock()
         params = {
@@ -414,12 +466,13 @@ class JobQueue:
             "token": new_token(),
             "worker": worker,
             "limit": limit,
+            **where,
         }
         with self._tx() as db:
             db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
             # fetchall() matters: an undrained RETURNING cursor keeps the statement,
             # and with it the write lock, alive.
-            rows = self._claimed(sql.CLAIM, params)
+            rows = self._claimed(sql.CLAIM_IN[scope], params)
             jobs = [job for job in (self._job(row, now) for row in rows) if job is not None]
         return sorted(jobs, key=lambda job: job.id)
 
@@ -531,23 +584,46 @@ class JobQueue:
     # per job instead of two, the retire folded into the claim, and an idle worker
     # that looks with a read instead of taking the write lock.
 
-    def any_ready(self) -> bool:
-        """Whether a claim would find something now: a job to run, or an expired lease
-        on a last attempt to retire. One read and no write lock, so producers and busy
-        workers carry on while an idle worker looks."""
-        return bool(self._hot.execute(sql.READY_PROBE, (self.clock(),)).fetchall())
+    def any_ready(self, queues: Sequence[str] | None = None) -> bool:
+        """Whether a claim would find something now: a job to run (in `queues`, None for
+        every queue), or an expired lease on a last attempt to retire. One read and no
+        write lock, so producers and busy workers carry on while an idle worker looks."""
+        scope, where = _scope(queues)
+        return bool(self._hot.execute(sql.READY_PROBE_IN[scope], {"now": self.clock(), **where}).fetchall())
 
-    def claim_next(self, worker: str) -> Job | None:
+    def next_due(self) -> float | None:
+        """When the next live job is due by the clock: a delayed job's start, a retry's
+        backoff, a lease's end (None when nothing is queued or running). An idle worker
+        waits no longer than this."""
+        return self._hot.execute(sql.NEXT_DUE).fetchone()[0]
+
+    def listen(self) -> bool:
+        """Start listening for producers' hints (a worker calls it once, before its first
+        idle wait). True if hints can reach this queue; False means wait_for_jobs() only
+        sleeps: wake=False, no Unix datagram sockets, or no private folder for them."""
+        if self._waiter is None:
+            self._waiter = wakeup.Waiter(self.path if self.wake else "").open()
+        return self._waiter.active
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a producer's hint that a job was enqueued.
+        True if one came. Where hints cannot come (see listen()) it sleeps the timeout.
+        A hint is never the truth: look (any_ready) and claim after it, as after a poll."""
+        self.listen()
+        assert self._waiter is not None
+        return self._waiter.wait(timeout)
+
+    def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None. The same rules as
         claim(worker): oldest first, attempts counted, and jobs whose lease ran out on
         their last attempt retired as dead, all in one statement. An unreadable row
         is dead-lettered, as claim() does, and the next ready job is claimed instead."""
         self._check_worker(worker)
         with self._tx():
-            return self._claim_next(worker)
+            return self._claim_next(worker, queues)
 
     def complete_and_claim(
-        self, job: Job, worker: str, effect: Effect | None = None
+        self, job: Job, worker: str, effect: Effect | None = None, *, queues: Sequence[str] | None = None
     ) -> tuple[bool, Job | None]:
         """complete(job, effect), then claim_next(worker), in one write transaction.
 
@@ -560,11 +636,12 @@ class JobQueue:
             accepted = self._hot.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount == 1
             if accepted and effect is not None:
                 self._run_effect(job, effect)
-            return accepted, self._claim_next(worker)
+            return accepted, self._claim_next(worker, queues)
 
-    def _claim_next(self, worker: str) -> Job | None:
+    def _claim_next(self, worker: str, queues: Sequence[str] | None = None) -> Job | None:
         """CLAIM_NEXT inside the caller's transaction: the claimed job, if any (retired
         rows are dropped). An unreadable row is dead-lettered and the next one claimed."""
+        scope, where = _scope(queues)
         while True:
             now = self.clock()
             params = {
@@ -574,8 +651,9 @@ class JobQueue:
                 "worker": worker,
                 "limit": 1,
                 "reason": sql.LAST_ATTEMPT_EXPIRED,
+                **where,
             }
-            for row in self._claimed(sql.CLAIM_NEXT, params):
+            for row in self._claimed(sql.CLAIM_NEXT_IN[scope], params):
                 if row[7] == "running":
                     break
             else:
@@ -598,26 +676,33 @@ class JobQueue:
     # at all (a savepoint per job), its failure is retried or dead-lettered. What the
     # batch shares is the transaction, so one commit serves many jobs.
 
-    def claim_batch(self, worker: str, limit: int) -> list[Job]:
+    def claim_batch(self, worker: str, limit: int, *, queues: Sequence[str] | None = None) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, oldest first, after a read has shown
         that something is ready (an empty queue costs no write lock). A job handed out
         before (attempts > 0: its worker may have crashed on it) comes alone, so a job
         that kills its worker cannot take a batch of others down with it twice."""
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
-        if not self.any_ready():
+        _scope(queues)
+        if not self.any_ready(queues):
             return []
         with self._tx():
-            return self._claim_batch(worker, limit)
+            return self._claim_batch(worker, limit, queues)
 
     def settle(
-        self, finished: Sequence[Finished], *, claim_for: str | None = None, limit: int = 1
+        self,
+        finished: Sequence[Finished],
+        *,
+        claim_for: str | None = None,
+        limit: int = 1,
+        queues: Sequence[str] | None = None,
     ) -> tuple[list[str], list[Job]]:
         """Report every job in `finished` in one write transaction and, when `claim_for`
         names a worker, claim its next batch of up to `limit` jobs in the same one.
 
-        Returns each job's outcome ("done", "queued", "dead", or "lost" for a job whose
-        lease was no longer ours) and the jobs claimed. A stale token rejects that job
+        Returns each job's outcome ("done", "queued", "dead", "cancelled" for a job
+        cancelled while it ran, or "lost" for a job whose lease was no longer ours) and
+        the jobs claimed (from `queues`, None for every queue). A stale token rejects that job
         only; an effect that raises rolls back that job's completion only (a savepoint)
         and fails it with the error, while the rest of the batch still commits. An
         effect that tries to end the transaction raises EffectEndedTransaction and
@@ -625,12 +710,13 @@ class JobQueue:
         if claim_for is not None:
             limit = validate.claim_limit(limit)
             self._check_worker(claim_for)
+            _scope(queues)
         outcomes: list[str] = []
         with self._tx():
             now = self.clock()
             for report in finished:
                 outcomes.append(self._settle_one(report, now))
-            jobs = [] if claim_for is None else self._claim_batch(claim_for, limit)
+            jobs = [] if claim_for is None else self._claim_batch(claim_for, limit, queues)
         return outcomes, jobs
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
@@ -657,15 +743,17 @@ class JobQueue:
                 released += self._hot.execute(sql.RELEASE, params).rowcount
         return released
 
-    def _claim_batch(self, worker: str, limit: int) -> list[Job]:
+    def _claim_batch(self, worker: str, limit: int, queues: Sequence[str] | None = None) -> list[Job]:
         """The batch claim inside the caller's transaction: read the attempts of the next
         ready jobs, then lease the leading run never handed out (or one job handed out
         before) with CLAIM_NEXT, which also retires leases that ran out on a last attempt.
         Unreadable rows are dead-lettered and left out, as claim() does."""
+        scope, where = _scope(queues)
         now = self.clock()
         size = 1
         if limit > 1:
-            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS, {"now": now, "limit": limit})]
+            look = {"now": now, "limit": limit, **where}
+            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS_IN[scope], look)]
             size = max(1, batch_size(attempts))
         params = {
             "now": now,
@@ -674,34 +762,168 @@ class JobQueue:
             "worker": worker,
             "limit": size,
             "reason": sql.LAST_ATTEMPT_EXPIRED,
+            **where,
         }
-        rows = [row for row in self._claimed(sql.CLAIM_NEXT, params) if row[7] == "running"]
+        rows = [row for row in self._claimed(sql.CLAIM_NEXT_IN[scope], params) if row[7] == "running"]
         jobs = [job for job in (self._job(row, now) for row in rows) if job is not None]
         return sorted(jobs, key=lambda job: job.id)
 
     def _settle_one(self, report: Finished, now: float) -> str:
         job = report.job
         if report.error is not None:
-            return self._fail(job, report.error, retry=report.retry, now=now) or "lost"
+            return self._fail(job, report.error, retry=report.retry, now=now) or self._why_lost(job)
         if report.effect is None:
             accepted = self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
-            return "done" if accepted else "lost"
+            return "done" if accepted else self._why_lost(job)
         self._hot.execute("SAVEPOINT job")
         try:
             if self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount != 1:
-                return "lost"
+                return self._why_lost(job)
             self._run_effect(job, report.effect)
             return "done"
         except EffectEndedTransaction:
             raise  # the transaction itself is in question: the whole batch rolls back
         except Exception as exc:  # this job's completion and effect are undone, no other job's
             self._hot.execute("ROLLBACK TO job")
-            return self._fail(job, f"{type(exc).__name__}: {exc}", retry=True, now=now) or "lost"
+            return self._fail(job, f"{type(exc).__name__}: {exc}", retry=True, now=now) or self._why_lost(job)
         finally:
             if self.db.in_transaction:
                 self._hot.execute("RELEASE job")
 
+    def _why_lost(self, job: Job) -> str:
+        """A report refused by the fence: "cancelled" if the job was cancelled, else "lost"
+        (another worker holds it now, or it was retired). Read on the rare path only."""
+        row = self._hot.execute(sql.JOB_STATE, (job.id,)).fetchone()
+        return "cancelled" if row is not None and row[0] == "cancelled" else "lost"
+
     # -- operating --------------------------------------------------------------
+
+    def cancel(self, job_id: int) -> str:
+        """Cancel job `job_id` and return the state it was cancelled in. "queued": it will
+        never run. "running": its lease is void, so its worker's next heartbeat, completion
+        or failure is refused (a late completion's effect never commits) and the worker can
+        see the job's state is "cancelled". A finished job (done, dead, or cancelled
+        already) raises CannotCancel and nothing changes; an unknown id JobNotFound."""
+        validate.job_id(job_id)
+        with self._tx() as db:
+            row = db.execute(sql.JOB_STATE, (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(f"no job has id {job_id}: nothing was cancelled")
+            state = row[0]
+            if state not in ("queued", "running"):
+                raise CannotCancel(
+                    f"job {job_id} is {state} already: only a queued or running job can be cancelled"
+                )
+            db.execute(sql.CANCEL, {"now": self.clock(), "id": job_id})
+        return state
+
+    def every(
+        self,
+        kind: str,
+        seconds: float,
+        payload: Any = None,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int | None = None,
+    ) -> int | None:
+        """One tick of a periodic schedule: enqueue this period's job unless it exists.
+
+        Periods are the clock's multiples of `seconds` (a 60 s schedule's periods start
+        on the minute). The job carries the dedupe key "every:<name>:<period start>", so
+        however many schedulers tick at once, each period gets exactly one job; call it
+        as often as you like. Returns the new job's id, or None if this period's job was
+        enqueued already. Missed periods are skipped: after downtime the current period
+        runs once, the ones that passed do not run. `name` (default: kind) tells two
+        schedules of one kind apart."""
+        validate.kind(kind)
+        seconds = validate.positive("seconds", seconds)
+        label = validate.text("name", kind if name is None else name)
+        start = period_start(self.clock(), seconds)
+        key = f"every:{label}:{start!r}"
+        return self.enqueue(
+            kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
+        )
+
+    def purge(
+        self,
+        older_than: float,
+        *,
+        states: str | Iterable[str] = ("done",),
+        batch: int = 1000,
+        archive: bool = False,
+    ) -> Purged:
+        """Remove finished jobs (`states`: done by default; dead and cancelled only when
+        named) that finished at least `older_than` seconds ago, and return what was done.
+
+        The table is walked by id in windows of `batch` rows, each window its own short
+        write transaction, so producers and workers wait at most one window's work.
+        Queued and running jobs are never removed, nor is the newest row (ids are never
+        handed out twice). With `archive`, each removed row is first copied to the
+        jobs_archive table in the same transaction. Freed pages stay in the file for
+        new jobs; reclaim_space() hands them back to the file system."""
+        older_than = validate.positive("older_than", older_than, allow_zero=True)
+        chosen = json.dumps(validate.finished_states(states))
+        batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
+        if not isinstance(archive, bool):
+            raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+        before = self.clock() - older_than
+        first, last = self.db.execute(sql.ID_RANGE).fetchone()
+        removed = archived = batches = 0
+        longest = 0.0
+        after = (first or 0) - 1
+        while last is not None and after + 1 < last:
+            nxt = self.db.execute(sql.CREATED_FROM, (after,)).fetchone()
+            if nxt is None or nxt[1] > before:  # jobs made after the cut-off cannot have finished before it
+                break
+            after = max(after, nxt[0] - 1)
+            window = min(batch, last - 1 - after)
+            params = {"after": after, "batch": window, "states": chosen, "before": before}
+            began = time.monotonic()
+            with self._tx() as db:
+                if archive:
+                    archived += db.execute(sql.PURGE_ARCHIVE, {**params, "now": self.clock()}).rowcount
+                removed += db.execute(sql.PURGE, params).rowcount
+            longest = max(longest, time.monotonic() - began)
+            batches += 1
+            after += params["batch"]
+        return Purged(removed, archived, batches, longest)
+
+    def space(self) -> dict[str, int]:
+        """The file's pages: in use, free (kept for new rows), their size in bytes, and
+        whether freed pages can be handed back (auto_vacuum 2 is INCREMENTAL)."""
+        read = lambda statement: self.db.execute(statement).fetchone()[0]  # noqa: E731
+        return {
+            "page_count": read(sql.PAGE_COUNT),
+            "freelist_count": read(sql.FREELIST),
+            "page_size": read(sql.PAGE_SIZE),
+            "auto_vacuum": read(sql.AUTO_VACUUM),
+        }
+
+    def reclaim_space(self, pages: int | None = None) -> int:
+        """Hand free pages back to the file system (all of them, or `pages`), so the file
+        shrinks; returns how many were freed. Works on files labqueue created (auto_vacuum
+        INCREMENTAL); on an older file it frees nothing until vacuum() has run once."""
+        if pages is not None:
+            pages = validate.whole("pages", pages, low=1)
+        before = self.space()
+        if before["auto_vacuum"] != 2 or not before["freelist_count"]:
+            return 0
+        # A PRAGMA takes no parameters; the count was checked as a whole number.
+        count = "" if pages is None else f"({int(pages)})"
+        self._retry_busy(lambda: self.db.execute(f"PRAGMA incremental_vacuum{count}").fetchall())
+        return before["freelist_count"] - self.space()["freelist_count"]
+
+    def vacuum(self) -> None:
+        """Rebuild the whole file (SQLite's VACUUM), switching it to auto_vacuum INCREMENTAL
+        on the way. It holds the write lock for the whole rebuild and needs free disk space
+        for a copy: run it when the queue is quiet. Afterwards reclaim_space() works."""
+        self.db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        try:
+            self._retry_busy(lambda: self.db.execute("VACUUM"))
+        except sqlite3.OperationalError as exc:
+            self._raise_translated(exc)
 
     def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
         """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
@@ -730,6 +952,20 @@ class JobQueue:
             "dead": dead,
         }
 
+    def queue_stats(self) -> dict[str, dict[str, float | int]]:
+        """stats() per named queue (live rows only): queued, running, ready_now and
+        oldest_ready_age_s. A queue with no live job is not listed."""
+        now = self.clock()
+        return {
+            row["queue"]: {
+                "queued": row["queued"],
+                "running": row["running"],
+                "ready_now": row["ready_now"],
+                "oldest_ready_age_s": round(now - row["oldest"], 1) if row["oldest"] is not None else 0.0,
+            }
+            for row in self.db.execute(sql.STATS_BY_QUEUE, (now, now))
+        }
+
     # -- reading jobs back --------------------------------------------------------
 
     def job(self, job_id: int) -> JobRecord | None:
@@ -745,17 +981,21 @@ class JobQueue:
         state: str | Iterable[str] | None = None,
         kind: str | None = None,
         limit: int | None = None,
+        queue: str | None = None,
     ) -> list[JobRecord]:
-        """Stored rows in id order, filtered by state (one or several) and kind. Reads the
-        whole table when unfiltered: for people and tests, not for the hot path."""
+        """Stored rows in id order, filtered by state (one or several), kind and queue.
+        Reads the whole table when unfiltered: for people and tests, not the hot path."""
         states = validate.states(state)
         if kind is not None:
             validate.kind(kind)
+        if queue is not None:
+            validate.queue_name(queue)
         if limit is not None:
             validate.read_limit(limit)
         params = {
             "states": None if states is None else json.dumps(states),
             "kind": kind,
+            "queue": queue,
             "limit": -1 if limit is None else limit,
         }
         with self._lenient_text():
@@ -778,6 +1018,8 @@ class JobQueue:
         return {state: found.get(state, 0) for state in STATES}
 
     def close(self) -> None:
+        if self._waiter is not None:
+            self._waiter.close()
         self.db.close()
 
     def __enter__(self) -> JobQueue:
@@ -797,6 +1039,62 @@ def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
     if doublings >= math.log2(cap) - math.log2(base):
         return cap
     return min(cap, math.ldexp(base, max(doublings, -1100)))  # below the cap: ldexp cannot overflow
+
+
+def period_start(now: float, seconds: float) -> float:
+    """The start of the period of length `seconds` that `now` falls in (multiples of
+    `seconds` since the epoch), the same for every process that reads the same clock."""
+    return math.floor(now / seconds) * seconds
+
+
+def _scope(queues: Sequence[str] | None) -> tuple[str, dict[str, str]]:
+    """Which claim statement serves `queues`, and its parameter: every queue, one named
+    queue (through jobs_queue_ready), or several (a JSON array)."""
+    names = validate.queue_names(queues)
+    if names is None:
+        return "all", {}
+    if len(names) == 1:
+        return "one", {"queue": names[0]}
+    return "some", {"queues": json.dumps(names)}
+
+
+def run_migration(db: sqlite3.Connection, step: str) -> None:
+    """One step of sql.MIGRATIONS inside the caller's transaction (or on a scratch
+    connection, for the expected shape of a version)."""
+    if step == "rebuild_jobs_v2":
+        _rebuild_jobs_v2(db)
+        return
+    for statement in _statements(step):
+        db.execute(statement)
+
+
+def _rebuild_jobs_v2(db: sqlite3.Connection) -> None:
+    """Version 1 to 2: a new jobs table with priority, queue and the 'cancelled' state,
+    every row copied, then swapped in. A column another program added to the table
+    (allowed if it may be NULL or has a default) is carried over with its data."""
+    known = {name.strip() for name in sql.V1_COLUMNS.split(",")}
+    extra = [row for row in db.execute(sql.TABLE_INFO) if row[1] not in known]
+    extra_sql = "".join(
+        f',\n    "{name}" {kind or ""}{" NOT NULL" if notnull else ""}'
+        + ("" if default is None else f" DEFAULT {default}")
+        for _, name, kind, notnull, default, _pk in extra
+    )
+    copied = sql.V1_COLUMNS + "".join(f', "{row[1]}"' for row in extra)
+    # Column names come from the file's own schema, quoted; no value is formatted in.
+    db.execute(sql.TABLE_TEMPLATE.format(name="jobs_v2", extra=extra_sql))
+    db.execute(f"INSERT INTO jobs_v2 ({copied}) SELECT {copied} FROM jobs")
+    for statement in _statements(sql.V2_SWAP):
+        db.execute(statement)
+
+
+def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) -> int:
+    """The schema version a file's jobs table has. A file without a version number
+    (user_version 0) is a queue made before versions existed (version 1's shape), or one
+    whose tables were made from sql.SCHEMA by hand (the course does), which is current."""
+    if version:
+        return version
+    columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
+    return sql.SCHEMA_VERSION if "queue" in columns else (unversioned if columns else 0)
 
 
 def batch_size(attempts: Sequence[int]) -> int:
@@ -1064,7 +1362,7 @@ def _expected_shape(version: int) -> _Shape:
     db = sqlite3.connect(":memory:", isolation_level=None)
     try:
         for step in sql.MIGRATIONS[:version]:
-            db.executescript(step)
+            run_migration(db, step)
         return _shape(db, db.execute(sql.JOBS_OBJECT).fetchone()[1])
     finally:
         db.close()

@@ -16,7 +16,8 @@ MAX_ERROR_CHARS = 500
 # contains the index's WHERE terms, so the two must never drift apart.
 EXHAUSTED = "state = 'running' AND attempts >= max_attempts"
 
-TABLE = """
+# The table as schema version 1 made it (the tutorial's columns and states).
+TABLE_V1 = """
 CREATE TABLE IF NOT EXISTS jobs (
     id           INTEGER PRIMARY KEY,
     kind         TEXT    NOT NULL,
@@ -35,9 +36,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 
-# Each partial index holds only the few rows one statement looks for, so a table
-# full of finished jobs costs the claim nothing (notebook 08 measures this).
-INDEXES = f"""
+INDEXES_V1 = f"""
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (visible_at, id)
     WHERE state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
@@ -45,7 +44,66 @@ CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 """
 
-SCHEMA = TABLE + INDEXES
+# Version 2 (Part 2 of the course): a priority and a named queue per job, and the
+# 'cancelled' state. The new columns come last, so version 1's columns keep their places.
+# {name} lets the migration build the new table beside the old one before the swap.
+TABLE_TEMPLATE = """
+CREATE TABLE IF NOT EXISTS {name} (
+    id           INTEGER PRIMARY KEY,
+    kind         TEXT    NOT NULL,
+    payload      TEXT    NOT NULL,
+    state        TEXT    NOT NULL DEFAULT 'queued'
+                         CHECK (state IN ('queued', 'running', 'done', 'dead', 'cancelled')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 5,
+    visible_at   REAL    NOT NULL,
+    lease_token  TEXT,
+    worker       TEXT,
+    last_error   TEXT,
+    dedupe_key   TEXT UNIQUE,
+    created_at   REAL    NOT NULL,
+    finished_at  REAL,
+    priority     INTEGER NOT NULL DEFAULT 0,
+    queue        TEXT    NOT NULL DEFAULT 'default'{extra}
+);
+"""
+TABLE = TABLE_TEMPLATE.format(name="jobs", extra="")
+
+# Each partial index holds only the few rows one statement looks for, so a table
+# full of finished jobs costs the claim nothing (notebook 08 measures this). The claim
+# takes the highest priority first and then the tutorial's order (visible_at, id), so
+# jobs_ready leads with priority; jobs_queue_ready serves a claim from one named queue
+# (a worker taking turns between queues) in the same order.
+INDEXES = f"""
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (priority DESC, visible_at, id)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
+    WHERE {EXHAUSTED};
+CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
+"""
+
+# What purge() archives: the removed rows, as they were, and when they were archived.
+ARCHIVE = """
+CREATE TABLE IF NOT EXISTS jobs_archive (
+    id           INTEGER PRIMARY KEY,
+    kind         TEXT    NOT NULL,
+    payload      TEXT    NOT NULL,
+    state        TEXT    NOT NULL,
+    attempts     INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    last_error   TEXT,
+    dedupe_key   TEXT,
+    created_at   REAL    NOT NULL,
+    finished_at  REAL,
+    priority     INTEGER NOT NULL,
+    queue        TEXT    NOT NULL,
+    archived_at  REAL    NOT NULL
+);
+"""
+
+SCHEMA = TABLE + INDEXES + ARCHIVE
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
@@ -55,15 +113,27 @@ COMMIT = "COMMIT /* labqueue */"
 ROLLBACK = "ROLLBACK /* labqueue */"
 
 # -- schema versions -----------------------------------------------------------------
-# The version lives in the file header (PRAGMA user_version). MIGRATIONS[n] is the
-# script that takes a file from version n to n + 1, run in one write transaction with
-# the new version number. Version 0 is a file labqueue has not versioned: a new or
-# foreign file (no jobs table yet), or a queue made before versions existed, whose
-# table already has version 1's shape (CREATE ... IF NOT EXISTS leaves it as it is).
-# The next change of the schema (a priority column, a 'cancelled' state) is one more
-# entry here, and SCHEMA_VERSION follows len(MIGRATIONS).
-MIGRATIONS: tuple[str, ...] = (SCHEMA,)
+# The version lives in the file header (PRAGMA user_version). MIGRATIONS[n] takes a file
+# from version n to n + 1, run in one write transaction with the new version number: a
+# script, or the name of a step queue.py runs (when the step needs to read the file).
+# Version 0 is a file labqueue has not versioned: a new or foreign file (no jobs table
+# yet), or a queue made before versions existed, whose table has version 1's shape.
+# Version 2 changes a CHECK constraint, which SQLite cannot ALTER: its step builds the
+# new table beside the old one, copies every row (and any column another program added),
+# and swaps them ("rebuild_jobs_v2" in queue.py, with the statements below).
+MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2")
 SCHEMA_VERSION = len(MIGRATIONS)
+
+V1_COLUMNS = (
+    "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker, "
+    "last_error, dedupe_key, created_at, finished_at"
+)
+V2_SWAP = f"""
+DROP TABLE jobs;
+ALTER TABLE jobs_v2 RENAME TO jobs;
+{INDEXES}
+{ARCHIVE}
+"""
 
 USER_VERSION = "PRAGMA user_version"
 
@@ -92,18 +162,20 @@ COLUMNS = (
     "dedupe_key",
     "created_at",
     "finished_at",
+    "priority",
+    "queue",
 )
 
 ENQUEUE = """
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING id
 """
 
 ENQUEUE_MANY = """
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at)
-VALUES (?, ?, ?, ?, ?)
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
@@ -124,13 +196,27 @@ UPDATE jobs
  WHERE {EXHAUSTED} AND visible_at <= :now
 """
 
-CLAIM = """
+# Which queues a claim takes from. Every claim statement comes in three scopes, built
+# once at import from one text: ALL queues (the tutorial's case, through jobs_ready), ONE
+# named queue (:queue, through jobs_queue_ready, so a worker taking turns between queues
+# never reads another queue's backlog), or SOME queues (:queues, a JSON array, through
+# jobs_ready with the queue as a filter).
+SCOPES = {
+    "all": "",
+    "one": "\n                 AND queue = :queue",
+    "some": "\n                 AND queue IN (SELECT value FROM json_each(:queues))",
+}
+
+# Highest priority first, then the tutorial's order: the oldest ready job first.
+CLAIM_ORDER = "priority DESC, visible_at, id"
+
+_CLAIM = """
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
        visible_at = :lease_end, lease_token = :token, worker = :worker
  WHERE id IN (SELECT id FROM jobs
-               WHERE state IN ('queued', 'running') AND visible_at <= :now
-               ORDER BY visible_at, id
+               WHERE state IN ('queued', 'running') AND visible_at <= :now{scope}
+               ORDER BY {order}
                LIMIT :limit)
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
@@ -141,7 +227,8 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 # alone; the first arm leaves those rows to it. Every SET expression reads the row
 # as it was before the update, so each CASE sees the same condition.
 # Returned rows whose state is 'dead' were retired, the 'running' ones were claimed.
-CLAIM_NEXT = f"""
+# (A lease that ran out on a last attempt is retired whatever its queue.)
+_CLAIM_NEXT = f"""
 UPDATE jobs
    SET state       = CASE WHEN {EXHAUSTED} THEN 'dead' ELSE 'running' END,
        attempts    = CASE WHEN {EXHAUSTED} THEN attempts ELSE attempts + 1 END,
@@ -152,8 +239,8 @@ UPDATE jobs
        last_error  = CASE WHEN {EXHAUSTED} THEN {RETIRED_ERROR} ELSE last_error END
  WHERE id IN (SELECT id FROM jobs
                WHERE state IN ('queued', 'running') AND visible_at <= :now
-                 AND NOT ({EXHAUSTED})
-               ORDER BY visible_at, id
+                 AND NOT ({EXHAUSTED}){{scope}}
+               ORDER BY {{order}}
                LIMIT :limit)
     OR ({EXHAUSTED} AND visible_at <= :now)
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at, state
@@ -164,13 +251,48 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at, st
 # (attempts > 0: its worker may have died on it) is claimed alone; otherwise the batch
 # is the leading run of jobs never handed out, claimed by CLAIM_NEXT with that LIMIT.
 # With the write lock held, CLAIM_NEXT then takes exactly these rows.
-READY_ATTEMPTS = f"""
+_READY_ATTEMPTS = f"""
 SELECT attempts FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= :now
-   AND NOT ({EXHAUSTED})
- ORDER BY visible_at, id
+   AND NOT ({EXHAUSTED}){{scope}}
+ ORDER BY {{order}}
  LIMIT :limit
 """
+
+# An idle worker's look before it claims: a read through the ready index, no write lock,
+# so writers (producers, other workers) carry on while it looks. It is true exactly
+# when a claim would change a row: a ready job in its queues, or an expired lease to retire.
+_READY_PROBE = f"""
+SELECT 1 FROM jobs
+ WHERE (state IN ('queued', 'running') AND visible_at <= :now{{scope}})
+    OR ({EXHAUSTED} AND visible_at <= :now)
+ LIMIT 1
+"""
+
+
+def _scoped(template: str) -> dict[str, str]:
+    return {name: template.format(scope=scope, order=CLAIM_ORDER) for name, scope in SCOPES.items()}
+
+
+CLAIM_IN = _scoped(_CLAIM)
+CLAIM_NEXT_IN = _scoped(_CLAIM_NEXT)
+READY_ATTEMPTS_IN = _scoped(_READY_ATTEMPTS)
+READY_PROBE_IN = _scoped(_READY_PROBE)
+# Across all queues an expired lease is a running row already: the first arm finds it.
+READY_PROBE_IN["all"] = """
+SELECT 1 FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at <= :now
+ LIMIT 1
+"""
+# The statements as the tutorial's single queue runs them.
+CLAIM = CLAIM_IN["all"]
+CLAIM_NEXT = CLAIM_NEXT_IN["all"]
+READY_ATTEMPTS = READY_ATTEMPTS_IN["all"]
+READY_PROBE = READY_PROBE_IN["all"]
+
+# When the next job becomes ready (a delayed job, a retry's backoff, a lease's end): an
+# idle worker that can be woken sleeps until then at most. Only live rows are read.
+NEXT_DUE = "SELECT MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running')"
 
 # A claimed job the worker never started (a warm stop in the middle of a batch): back to
 # queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
@@ -200,15 +322,6 @@ UPDATE jobs
    SET state = 'dead', lease_token = NULL, finished_at = :now,
        last_error = substr(:reason, 1, {MAX_ERROR_CHARS})
  WHERE id = :id AND lease_token = :token AND state = 'running'
-"""
-
-# An idle worker's look before it claims: a read through jobs_ready, no write lock,
-# so writers (producers, other workers) carry on while it looks. It is true exactly
-# when a claim would change a row: a ready job, or an expired lease to retire.
-READY_PROBE = """
-SELECT 1 FROM jobs
- WHERE state IN ('queued', 'running') AND visible_at <= ?
- LIMIT 1
 """
 
 COMPLETE = """
@@ -263,8 +376,22 @@ SELECT COUNT(*) AS n, MIN(visible_at) AS oldest FROM jobs
 
 STATS_DEAD = "SELECT COUNT(*) AS n FROM jobs WHERE state = 'dead'"
 
+# Per named queue, live rows only (through jobs_queue_ready): queued, running, ready now,
+# the oldest ready job's visible_at.
+STATS_BY_QUEUE = """
+SELECT queue,
+       SUM(state = 'queued') AS queued,
+       SUM(state = 'running') AS running,
+       SUM(visible_at <= ?) AS ready_now,
+       MIN(CASE WHEN visible_at <= ? THEN visible_at END) AS oldest
+  FROM jobs
+ WHERE state IN ('queued', 'running')
+ GROUP BY queue
+ ORDER BY queue
+"""
+
 # Every statement stats() runs, for the test that none of them scans finished rows.
-STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD)
+STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD, STATS_BY_QUEUE)
 
 # Reading jobs back (operators, tests, the course). Filters that are NULL match every
 # row; the states travel as one JSON array parameter; LIMIT -1 means no limit.
@@ -274,8 +401,64 @@ JOBS = """
 SELECT * FROM jobs
  WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:kind IS NULL OR kind = :kind)
+   AND (:queue IS NULL OR queue = :queue)
  ORDER BY id
  LIMIT :limit
 """
 
 COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"
+
+
+# -- cancelling -------------------------------------------------------------------
+# A job no longer wanted. Queued: it never runs. Running: its lease token goes, so its
+# worker's next heartbeat, completion or failure is refused (and the effect of a late
+# completion never commits); the worker reads the state to learn why. Finished jobs
+# (done, dead, cancelled) are left as they are: the caller reads the state first, in the
+# same write transaction.
+JOB_STATE = "SELECT state FROM jobs WHERE id = ?"
+
+CANCEL = """
+UPDATE jobs
+   SET state = 'cancelled', finished_at = :now, lease_token = NULL
+ WHERE id = :id AND state IN ('queued', 'running')
+"""
+
+# -- retention ----------------------------------------------------------------------
+# purge() walks the table by id in windows of :batch ids, one short write transaction
+# per window, so a purge never holds the write lock for long whatever the table's size:
+# each transaction reads at most :batch rows (the rowid is the table's own order).
+# A finished job is removed when its state is among :states (a JSON array) and it
+# finished at or before :before. Queued and running jobs have no finished_at.
+PURGE_WHERE = """
+ WHERE id > :after AND id <= :after + :batch
+   AND state IN (SELECT value FROM json_each(:states))
+   AND finished_at <= :before
+"""
+
+PURGE = "DELETE FROM jobs" + PURGE_WHERE
+
+PURGE_ARCHIVE = (
+    """
+INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
+                          dedupe_key, created_at, finished_at, priority, queue, archived_at)
+SELECT id, kind, payload, state, attempts, max_attempts, last_error,
+       dedupe_key, created_at, finished_at, priority, queue, :now
+  FROM jobs"""
+    + PURGE_WHERE
+    + "ON CONFLICT (id) DO NOTHING\n"
+)
+
+# Where a purge starts and ends: ids are handed out in increasing order, so the walk
+# covers [first id, last id] and no more.
+ID_RANGE = "SELECT MIN(id), MAX(id) FROM jobs"
+# The first job at or after an id, and when it was created: the walk stops early once
+# it reaches jobs created after the cut-off (they cannot have finished before it).
+CREATED_FROM = "SELECT id, created_at FROM jobs WHERE id > ? ORDER BY id LIMIT 1"
+
+# Space: freed pages go to the file's free list; with auto_vacuum = INCREMENTAL (every
+# file labqueue creates) incremental_vacuum hands them back to the file system.
+AUTO_VACUUM = "PRAGMA auto_vacuum"
+FREELIST = "PRAGMA freelist_count"
+PAGE_COUNT = "PRAGMA page_count"
+PAGE_SIZE = "PRAGMA page_size"
+TABLE_INFO = "SELECT * FROM pragma_table_info('jobs')"

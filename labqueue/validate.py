@@ -20,7 +20,12 @@ MAX_SQLITE_INT = 2**63 - 1
 # The most jobs one claim() may lease: a batch a worker can plausibly run before its lease ends.
 MAX_CLAIM_LIMIT = 10_000
 
-STATES = ("queued", "running", "done", "dead")
+STATES = ("queued", "running", "done", "dead", "cancelled")
+# States a job cannot leave on its own: what purge() may remove.
+FINISHED_STATES = ("done", "dead", "cancelled")
+# Priorities fit PostgreSQL's INTEGER as well as SQLite's: the same job moves between backends.
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
+DEFAULT_QUEUE = "default"
 
 
 def positive(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -94,6 +99,45 @@ def text(name: str, value: object, *, empty: bool = False) -> str:
 
 def kind(value: object) -> str:
     return text("kind", value)
+
+
+def priority(value: object) -> int:
+    """A job's priority: a whole number, higher runs first (0 is the default)."""
+    return whole("priority", value, low=MIN_PRIORITY, high=MAX_PRIORITY, why="a 32-bit integer")
+
+
+def queue_name(value: object) -> str:
+    return text("queue", value)
+
+
+def queue_names(values: object) -> list[str] | None:
+    """The queues a worker takes from: None (every queue), or a non-empty list of names
+    without repeats."""
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InvalidArgument(f"queues must be a list of queue names or None, got {values!r}")
+    names = [queue_name(v) for v in values]
+    if not names:
+        raise InvalidArgument("queues must name at least one queue (None means every queue), got []")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidArgument(f"queues names {', '.join(repeated)} more than once, got {values!r}")
+    return names
+
+
+def finished_states(values: object) -> list[str]:
+    """The states purge() removes: one or more of the finished states, never a live one."""
+    chosen = [values] if isinstance(values, str) else values
+    if not isinstance(chosen, Iterable):
+        raise InvalidArgument(f"states must be one or more of {', '.join(FINISHED_STATES)}, got {values!r}")
+    chosen = list(chosen)
+    if not chosen or any(s not in FINISHED_STATES for s in chosen):
+        raise InvalidArgument(
+            f"states must be one or more of {', '.join(FINISHED_STATES)} (queued and running jobs "
+            f"are never purged), got {values!r}"
+        )
+    return chosen
 
 
 def optional_text(name: str, value: object) -> str | None:

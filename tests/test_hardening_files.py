@@ -174,8 +174,9 @@ def test_a_writable_queue_opens_for_that_user(shared):
 
 
 def variant(old: str, new: str) -> str:
-    assert old in sql.TABLE, old
-    return sql.TABLE.replace(old, new)
+    """Version 1's table with one change: files at versions 0 and 1 are checked against it."""
+    assert old in sql.TABLE_V1, old
+    return sql.TABLE_V1.replace(old, new)
 
 
 FOREIGN = {
@@ -208,7 +209,8 @@ FOREIGN = {
         "column kind is TEXT, labqueue's is TEXT NOT NULL",
     ),
     "a view named jobs": (
-        sql.TABLE.replace("EXISTS jobs", "EXISTS real_jobs") + "CREATE VIEW jobs AS SELECT * FROM real_jobs;",
+        sql.TABLE_V1.replace("EXISTS jobs", "EXISTS real_jobs")
+        + "CREATE VIEW jobs AS SELECT * FROM real_jobs;",
         "already has a view named 'jobs', not labqueue's table",
     ),
 }
@@ -229,10 +231,20 @@ def test_a_jobs_table_of_another_shape_is_refused_untouched(tmp_path, case, vers
 
 def test_an_extra_column_that_may_be_null_is_allowed(tmp_path):
     path = tmp_path / "app.db"
-    make_file(path, variant("finished_at  REAL\n", "finished_at  REAL,\n    note TEXT\n") + sql.INDEXES)
+    make_file(path, variant("finished_at  REAL\n", "finished_at  REAL,\n    note TEXT\n") + sql.INDEXES_V1)
     with JobQueue(path) as q:
         q.enqueue("t", {"n": 1})
         assert q.claim("w")[0].payload == {"n": 1}
+
+
+def test_a_current_table_made_by_hand_without_a_version_gets_its_indexes(tmp_path):
+    path = tmp_path / "hand.db"
+    make_file(path, sql.TABLE)
+    with JobQueue(path) as q:
+        names = {n for (n,) in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        q.enqueue("t", {"n": 1}, priority=3, queue="mail")
+    assert {"jobs_ready", "jobs_queue_ready", "jobs_exhausted", "jobs_dead"} <= names
+    assert user_version(path) == sql.SCHEMA_VERSION
 
 
 # -- schema versions ---------------------------------------------------------------------------
@@ -253,7 +265,7 @@ def test_a_queue_from_before_versions_is_upgraded_and_keeps_its_jobs(tmp_path):
 
 def test_an_old_queue_without_its_indexes_gets_them(tmp_path):
     path = tmp_path / "old.db"
-    make_file(path, sql.TABLE)
+    make_file(path, sql.TABLE_V1)
     with JobQueue(path) as q:
         names = {n for (n,) in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"jobs_ready", "jobs_exhausted", "jobs_dead"} <= names
@@ -277,42 +289,37 @@ def test_a_queue_from_a_newer_labqueue_is_refused_untouched(tmp_path):
     assert state_of(path) == before
 
 
-PRIORITY_STEP = """
-ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX IF NOT EXISTS jobs_priority ON jobs (priority) WHERE state = 'queued';
-"""
-
-
-@pytest.fixture
-def next_schema(monkeypatch) -> Iterator[None]:
-    """A labqueue with one more schema step, as the next change of the schema will add."""
-    monkeypatch.setattr(sql, "MIGRATIONS", (*sql.MIGRATIONS, PRIORITY_STEP))
-    monkeypatch.setattr(sql, "SCHEMA_VERSION", len(sql.MIGRATIONS))
-    queue_module._expected_shape.cache_clear()
-    yield
-    queue_module._expected_shape.cache_clear()
-
-
-def priorities(path: Path) -> list[int]:
+def rows(path: Path, columns: str) -> list[tuple]:
     db = sqlite3.connect(path)
     try:
-        return [p for (p,) in db.execute("SELECT priority FROM jobs ORDER BY id")]
+        return db.execute(f"SELECT {columns} FROM jobs ORDER BY id").fetchall()
     finally:
         db.close()
 
 
-def test_the_next_schema_change_is_one_more_step(tmp_path, next_schema):
+def test_version_1_files_are_rebuilt_as_version_2_keeping_every_row(tmp_path):
+    """Version 2 adds priority, queue and the 'cancelled' state. SQLite cannot ALTER a
+    CHECK, so the table is rebuilt: every row, and a column another program added, survive."""
     current = tmp_path / "current.db"
-    make_file(current, sql.MIGRATIONS[0] + OLD_JOB + ";", user_version=1)
+    with_note = variant("finished_at  REAL\n", "finished_at  REAL,\n    note TEXT DEFAULT 'n/a'\n")
+    make_file(current, with_note + sql.INDEXES_V1 + OLD_JOB + ";", user_version=1)
+    sqlite3.connect(current).execute("UPDATE jobs SET note = 'kept'").connection.commit()
     old = tmp_path / "old.db"
     make_file(old, PREVIOUS_SCHEMA + OLD_JOB + ";")
     fresh = tmp_path / "fresh.db"
     for path in (current, old, fresh):
         with JobQueue(path) as q:
-            q.enqueue("t", {"n": 8})
-            assert [job.payload["n"] for job in q.claim("w", limit=5)] == ([7, 8] if path != fresh else [8])
+            q.enqueue("t", {"n": 8}, priority=5)
+            claimed = q.claim("w")  # the higher priority first
+            assert claimed[0].payload == {"n": 8}
+            assert q.cancel(claimed[0].id) == "running"
+            assert [job.payload["n"] for job in q.claim("w")] == ([7] if path != fresh else [])
         assert user_version(path) == 2
-        assert set(priorities(path)) == {0}
+        assert {row[0] for row in rows(path, "queue")} == {"default"}
+    assert rows(current, "note, priority") == [("kept", 0), ("n/a", 5)]
+    assert rows(current, "state") == [("running",), ("cancelled",)]
+    with JobQueue(current, schema=None) as q:  # the rebuilt file is labqueue's current shape
+        assert q.counts()["cancelled"] == 1
 
 
 # -- another application's database, and create=False ------------------------------------------

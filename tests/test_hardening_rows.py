@@ -120,7 +120,7 @@ def test_a_worker_runs_the_good_jobs_and_buries_the_bad_ones(tmp_path):
     )
     assert (handled, ran) == (2, [0, 99])
     with JobQueue(path) as q:
-        assert q.counts() == {"queued": 0, "running": 0, "done": 2, "dead": len(BAD_ROWS)}
+        assert q.counts() == {"queued": 0, "running": 0, "done": 2, "dead": len(BAD_ROWS), "cancelled": 0}
 
 
 def test_a_worker_process_survives_bad_rows(tmp_path):

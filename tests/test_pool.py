@@ -137,7 +137,7 @@ def test_sigterm_lets_every_in_flight_job_finish_and_claims_nothing_more(db, tmp
         proc.kill()
         proc.wait()
     with JobQueue(db) as q:
-        assert q.counts() == {"queued": 2, "running": 0, "done": 3, "dead": 0}
+        assert q.counts() == {"queued": 2, "running": 0, "done": 3, "dead": 0, "cancelled": 0}
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in workers)
     assert log.text().count("stopped (warm stop) after 1 job(s)") == 3
 

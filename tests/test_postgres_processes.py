@@ -90,7 +90,7 @@ def test_four_worker_processes_drain_2000_jobs_each_handled_once(database_url, t
             _, err = worker.communicate(timeout=240)
             assert worker.returncode == 0, err
 
-        assert q.counts() == {"queued": 0, "running": 0, "done": JOBS, "dead": 0}
+        assert q.counts() == {"queued": 0, "running": 0, "done": JOBS, "dead": 0, "cancelled": 0}
         handled = q.db.execute("SELECT job_id, COUNT(*) FROM handled GROUP BY job_id").fetchall()
         assert len(handled) == JOBS
         assert [job_id for job_id, n in handled if n > 1] == []  # no job handed to two workers

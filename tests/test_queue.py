@@ -83,7 +83,7 @@ def fail_every_attempt(q: JobQueue, clock, attempts: int = 3) -> list[str | None
 
 
 def test_schema_is_importable_and_complete():
-    assert SCHEMA == TABLE + INDEXES
+    assert SCHEMA == TABLE + INDEXES + sql.ARCHIVE
     for name in sql.COLUMNS:
         assert f"    {name} " in TABLE
 
@@ -95,9 +95,9 @@ def test_state_is_a_closed_set(q):
 
 
 @pytest.mark.sqlite_only
-def test_the_three_partial_indexes_exist(q):
+def test_the_partial_indexes_exist(q):
     names = {name for (name,) in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert {"jobs_ready", "jobs_exhausted", "jobs_dead"} <= names
+    assert {"jobs_ready", "jobs_queue_ready", "jobs_exhausted", "jobs_dead"} <= names
 
 
 def test_reopening_an_existing_queue_keeps_its_jobs(make_queue):
@@ -581,7 +581,7 @@ def test_jobs_filters_by_state_and_kind_in_id_order(q):
     assert [r.id for r in q.jobs(state=("done", "running"))] == [1, 2]
     assert [r.id for r in q.jobs(state="queued", kind="a")] == [3]
     assert [r.id for r in q.jobs(limit=2)] == [1, 2]
-    assert q.counts() == {"queued": 2, "running": 1, "done": 1, "dead": 0}
+    assert q.counts() == {"queued": 2, "running": 1, "done": 1, "dead": 0, "cancelled": 0}
 
 
 @pytest.mark.parametrize(

@@ -220,7 +220,7 @@ def test_a_url_is_not_a_file_and_gets_no_folder():
 def test_a_hint_to_two_workers_never_hands_one_job_out_twice(db):
     JobQueue(db).close()
     workers = [start(CLAIMER, db, f"w{i}", LONG) for i in range(2)]
-    with JobQueue(db) as q:
+    with JobQueue(db, wake=False) as q:  # the hint is sent by hand below
         job_id = q.enqueue("task", {})
     assert notify(db) == 2
     results = [last_line(proc) for proc in workers]
@@ -231,7 +231,7 @@ def test_a_hint_to_two_workers_never_hands_one_job_out_twice(db):
 def test_a_lost_hint_still_gets_the_job_picked_up_by_the_safety_poll(db):
     JobQueue(db).close()
     worker = start(SAFETY_POLLER, db, "w")
-    with JobQueue(db) as q:
+    with JobQueue(db, wake=False) as q:
         job_id = q.enqueue("task", {})  # and the notify is lost: never sent
     result = last_line(worker)
     assert result["claimed"] == [job_id]
@@ -256,3 +256,21 @@ def test_nearest_rank_percentiles():
     assert bench.nearest_rank([], 0.95) is None
     assert bench.nearest_rank([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
     assert bench.nearest_rank([float(n) for n in range(1, 21)], 0.95) == 19.0
+
+
+def test_enqueue_itself_wakes_a_waiting_worker(db):
+    JobQueue(db).close()
+    worker = start(CLAIMER, db, "w", LONG)
+    with JobQueue(db) as q:
+        job_id = q.enqueue("task", {})
+    assert last_line(worker) == {"woke": True, "claimed": [job_id]}
+
+
+def test_a_delayed_job_wakes_nobody_and_wake_false_never_notifies(db):
+    with JobQueue(db) as waiting, JobQueue(db) as q, JobQueue(db, wake=False) as quiet:
+        assert waiting.listen()
+        q.enqueue("later", {}, delay=60)  # not ready yet: the worker's wait ends by next_due()
+        quiet.enqueue("task", {})
+        assert waiting.wait_for_jobs(0.05) is False
+        q.enqueue("task", {})
+        assert waiting.wait_for_jobs(LONG) is True
