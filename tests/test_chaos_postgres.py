@@ -14,14 +14,14 @@ import pytest
 pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
 from labqueue import InvalidArgument, open_queue
-from labqueue.chaos.store import Store, fresh_database
+from labqueue.chaos.store import Store
 from labqueue.chaos.supervisor import (
     ChaosConfig,
     Fault,
     main,
     run,
 )
-from labqueue.postgres.server import ENV_URL, NoServer, throwaway_server
+from labqueue.postgres.server import ENV_URL, NoServer, fresh_database, throwaway_server
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,8 @@
 """How labqueue compares: its worker loop against its peers and bare SQLite.
 
     python -m labqueue.bench [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
+    python -m labqueue.bench pg ...       PostgreSQL beside SQLite (labqueue.bench.pg)
+    python -m labqueue.bench wakeup ...   pick-up latency on SQLite (labqueue.bench.wakeup)
 
 Drains the same no-op workload through every contender in `contenders`, with
 1 and with 4 worker processes, round-robin over several rounds (the order rotates
@@ -442,8 +444,19 @@ def missing_peers(keys: Sequence[str]) -> list[str]:
     return [k for k in keys if k in PEER_MODULES and importlib.util.find_spec(PEER_MODULES[k]) is None]
 
 
+# The bench's other parts, each with a command line of its own: `labqueue bench pg ...`.
+PARTS = {"pg": "labqueue.bench.pg", "wakeup": "labqueue.bench.wakeup"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labqueue.bench", description=__doc__.split("\n\n")[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PARTS:
+        return importlib.import_module(PARTS[argv[0]]).main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m labqueue.bench",
+        description=__doc__.split("\n\n")[0],
+        epilog="Other parts: " + ", ".join(f"`{key}` ({module})" for key, module in PARTS.items()),
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test, not a measurement")
     parser.add_argument("--jobs", type=int, help=f"jobs per drain (default {Sizes().jobs})")
     parser.add_argument("--rounds", type=int, help=f"rounds (default {Sizes().rounds})")

@@ -4,8 +4,7 @@ database reached by a postgresql:// URL (the queue in the workers' default schem
 The supervisor reads the jobs and writes its record tables through `Store`, which hides
 the two drivers' differences: its SQL is written with ``?`` placeholders, turned into
 psycopg's ``%s`` on PostgreSQL, and a transaction is `BEGIN IMMEDIATE` on SQLite and
-psycopg's own on PostgreSQL. `fresh_database` gives a run a database of its own on a
-server and drops it afterwards, so a run never mixes its jobs with anyone else's.
+psycopg's own on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -13,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..backends import is_postgres_url
 from ..errors import InvalidArgument
@@ -26,8 +23,6 @@ from ..errors import InvalidArgument
 PG_SCHEMA = "labqueue"
 PG_QUEUE_TABLE = "SELECT to_regclass('labqueue.jobs') IS NOT NULL"
 PG_SEARCH_PATH = "SET search_path TO labqueue"
-PG_CREATE_DATABASE = 'CREATE DATABASE "{name}"'
-PG_DROP_DATABASE = 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
 
 Location = str | os.PathLike[str]
 
@@ -121,19 +116,3 @@ class Store:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def fresh_database(url: str, prefix: str = "chaos") -> Iterator[str]:
-    """A new, empty database on the server `url` names, as a URL; dropped (with any
-    connection still open to it) when the block ends."""
-    import psycopg
-
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(PG_CREATE_DATABASE.format(name=name))  # a name made here, never given
-    try:
-        yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(PG_DROP_DATABASE.format(name=name))

@@ -42,7 +42,7 @@ from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..lab.scratch import db_path
 from ..pool import Worker, WorkerPool
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
-from .store import Location, Store, check_new, fresh_database, is_postgres
+from .store import Location, Store, check_new, is_postgres
 
 TICK = 0.05  # how often the supervisor looks at its workers, in seconds
 # Times in these tables are seconds since chaos_run.started (a wall-clock time, like
@@ -537,7 +537,7 @@ def run_on_postgres(
 ) -> ChaosResult:
     """run() on PostgreSQL: a throwaway server listening on 127.0.0.1 (or the one
     LABQUEUE_PG_URL names), a fresh database on it, dropped when the run is over."""
-    from ..postgres.server import throwaway_server
+    from ..postgres.server import fresh_database, throwaway_server
 
     with throwaway_server(tcp=True) as server, fresh_database(server) as url:
         return run(config, url, progress=progress, stop=stop)

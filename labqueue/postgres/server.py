@@ -22,12 +22,16 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ENV_URL = "LABQUEUE_PG_URL"
+CREATE_DATABASE = 'CREATE DATABASE "{name}"'
+DROP_DATABASE = 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
 
 
 class NoServer(RuntimeError):
@@ -87,6 +91,23 @@ def listen_on_loopback(server: object) -> str:
     # its cleanup stops the process it knows of: tell it about the restarted one
     server._postmaster_info = PostmasterInfo.read_from_pgdata(pgdata)  # type: ignore[attr-defined]
     return f"postgresql://postgres@{LOOPBACK}:{port}/postgres"
+
+
+@contextmanager
+def fresh_database(url: str, prefix: str = "labqueue") -> Iterator[str]:
+    """A new, empty database on the server `url` names, as a URL, dropped (with any
+    connection still open to it) when the block ends. On a server that is not
+    throwaway (LABQUEUE_PG_URL), a run's jobs never mix with anyone else's this way."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"  # made here, never given: safe to name in SQL
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(CREATE_DATABASE.format(name=name))
+    try:
+        yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(DROP_DATABASE.format(name=name))
 
 
 def time_to_start() -> float:
