@@ -5,10 +5,13 @@
     labqueue stats jobs.db --watch
     labqueue jobs jobs.db --state dead
     labqueue requeue-dead jobs.db
+    labqueue cancel jobs.db 42
+    labqueue purge jobs.db --older-than 86400 --reclaim
 
 One function per command; its docstring is its help. Bad arguments get a one-line usage
 error and exit code 2; labqueue's own errors a one-line message and exit code 1. The
-read commands (stats, jobs, requeue-dead) never create a file. ``bench`` and ``chaos``
+commands that take an existing queue (stats, jobs, requeue-dead, cancel, purge) never
+create a file. ``bench`` and ``chaos``
 hand their arguments to the tools, imported only when asked for.
 """
 
@@ -31,9 +34,10 @@ from typing import Any, NoReturn
 
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
-from .errors import InvalidArgument, LabqueueError, QueueNotFound
+from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue, JobRecord
+from .validate import DEFAULT_QUEUE, FINISHED_STATES
 from .worker import (
     ForcedShutdown,
     StopFlag,
@@ -74,6 +78,11 @@ def worker(args: argparse.Namespace) -> int:
     worker_id = args.id if args.id is not None else f"{socket.gethostname()}:{os.getpid()}"
     if not worker_id or worker_id.startswith("-"):
         raise UsageError(f"argument --id: a worker id must not be empty or start with '-', got {worker_id!r}")
+    loop = loop_settings(args)
+    if args.strict and loop["weights"]:
+        raise UsageError(
+            "--strict orders jobs by priority across --queues; weights (NAME:WEIGHT) only set turns"
+        )
     configure_logging(args.log_level, args.log_format)
     for module in args.handlers:
         try:
@@ -92,7 +101,7 @@ def worker(args: argparse.Namespace) -> int:
                 poll=args.poll,
                 stop=stop,
                 **queue_settings(args),
-                **loop_settings(args),
+                **loop,
             )
         except ForcedShutdown:
             return 1
@@ -133,18 +142,24 @@ def enqueue(args: argparse.Namespace) -> int:
     A PAYLOAD_JSON of '-' reads one JSON payload per line from stdin and adds them all in
     one transaction (all or none), printing how many were added."""
     options = {} if args.max_attempts is None else {"max_attempts": args.max_attempts}
+    where = {"priority": args.priority, "queue": args.queue}
     if args.payload == "-":
         if args.delay or args.dedupe_key is not None:
             raise UsageError("--delay and --dedupe-key apply to one job, not to a batch read from stdin")
         payloads = [_json(line, f"stdin line {n}") for n, line in enumerate(sys.stdin, 1) if line.strip()]
         with open_queue(args.db, **options) as q:
-            count = q.enqueue_many(args.kind, payloads)
+            count = q.enqueue_many(args.kind, payloads, **where)
         print(f"enqueued {count} job(s)")
         return 0
     payload = _json(args.payload, "PAYLOAD_JSON")
     with open_queue(args.db) as q:
         job_id = q.enqueue(
-            args.kind, payload, delay=args.delay, max_attempts=args.max_attempts, dedupe_key=args.dedupe_key
+            args.kind,
+            payload,
+            delay=args.delay,
+            max_attempts=args.max_attempts,
+            dedupe_key=args.dedupe_key,
+            **where,
         )
     print("duplicate" if job_id is None else job_id)
     return 0
@@ -164,21 +179,23 @@ def _json(text: str, where: str) -> Any:
 
 
 def open_existing(location: str) -> Any:
-    """The queue at `location` for a command that reads it: never creates a file, a table or
-    an index, and refuses a location that holds no queue, as a usage error."""
+    """The queue at `location` for a command that reads or changes it: never creates a file
+    or a queue (a queue of an older schema is upgraded in place, as every opening does),
+    and refuses a location that holds no queue, as a usage error."""
     try:
         if is_postgres_url(location):
             return open_queue(location, create=False)
         if not Path(location).exists():
             raise UsageError(f"no such file: {location} (nothing was created)")
-        return JobQueue(location, schema=None, create=False)
+        return JobQueue(location, create=False)
     except QueueNotFound as exc:
         raise UsageError(str(exc)) from None
 
 
 def stats(args: argparse.Namespace) -> int:
     """Print what to watch on the queue DB: jobs queued, running, ready now, the age of the
-    oldest ready job, and dead jobs. --watch refreshes every few seconds until Ctrl-C."""
+    oldest ready job, and dead jobs; then the same per named queue (live jobs only).
+    --watch refreshes every few seconds until Ctrl-C."""
     # Ctrl-C (or SIGTERM) only sets a flag that the loop reads between readings: an interrupt
     # raised inside SQLite's callbacks could be swallowed there and the watch would go on.
     stop = threading.Event()
@@ -188,29 +205,44 @@ def stats(args: argparse.Namespace) -> int:
     with open_existing(args.db) as q:
         while not stop.is_set():
             numbers = q.stats()
+            per_queue = q.queue_stats()
             if args.json:
-                print(json.dumps(numbers), flush=True)
+                print(json.dumps({**numbers, "queues": per_queue}), flush=True)
             else:
                 if args.watch is not None:
                     clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
                     now = time.strftime("%H:%M:%S")
                     print(f"{clear}{args.db} at {now} (every {args.watch:g} s; Ctrl-C to stop)")
                 width = max(map(len, numbers))
-                lines = (f"{name:<{width}}  {value:>8}" for name, value in numbers.items())
-                print("\n".join(lines), flush=True)
+                lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
+                print("\n".join(lines + _queue_table(per_queue)), flush=True)
             if args.watch is None or stop.wait(args.watch):
                 break
     return 0
 
 
-JOB_COLUMNS = ("id", "kind", "state", "attempts", "worker", "last_error")
+def _queue_table(per_queue: dict[str, dict[str, float | int]]) -> list[str]:
+    """stats' second table: one line per named queue with live jobs."""
+    if not per_queue:
+        return []
+    heads = ("queue", "queued", "running", "ready_now", "oldest_ready_age_s")
+    rows = [heads] + [(name, *map(str, row.values())) for name, row in per_queue.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(heads))]
+    lines = [""]
+    for row in rows:
+        pairs = enumerate(zip(row, widths, strict=True))
+        lines.append("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in pairs))
+    return lines
+
+
+JOB_COLUMNS = ("id", "kind", "queue", "state", "attempts", "worker", "last_error")
 
 
 def jobs(args: argparse.Namespace) -> int:
     """List the jobs stored in the queue DB, oldest first, filtered by --state and --kind:
     a table, or one JSON object per line with --json."""
     with open_existing(args.db) as q:
-        records = q.jobs(state=args.state or None, kind=args.kind, limit=args.limit)
+        records = q.jobs(state=args.state or None, kind=args.kind, queue=args.queue, limit=args.limit)
     if args.json:
         for record in records:
             print(json.dumps(dataclasses.asdict(record)))
@@ -227,6 +259,7 @@ def _job_row(r: JobRecord) -> tuple[str, ...]:
     return (
         str(r.id),
         r.kind,
+        r.queue,
         r.state,
         f"{r.attempts}/{r.max_attempts}",
         r.worker or "",
@@ -244,6 +277,48 @@ def requeue_dead(args: argparse.Namespace) -> int:
     missed = sorted(set(args.ids) - set(done))
     if missed:
         print(f"not dead, so not requeued: {' '.join(map(str, missed))}", file=sys.stderr)
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    """Cancel the jobs with the given IDs in the queue DB. A queued job will never run; a
+    running job's worker is refused at its next heartbeat or report, and its effect never
+    commits. Prints each id and the state it was cancelled in. A finished or unknown job
+    is reported on stderr and left as it was (exit code 1)."""
+    failed = False
+    with open_existing(args.db) as q:
+        for job in args.ids:
+            try:
+                print(f"{job} cancelled (was {q.cancel(job)})")
+            except (CannotCancel, JobNotFound) as exc:
+                print(f"{PROG} cancel: {exc}", file=sys.stderr)
+                failed = True
+    return 1 if failed else 0
+
+
+def purge(args: argparse.Namespace) -> int:
+    """Remove finished jobs from the queue DB that finished more than --older-than seconds
+    ago: done jobs, and dead or cancelled ones only when named with --state. Each batch of
+    rows is a short transaction of its own, so workers carry on meanwhile. --reclaim then
+    hands the freed pages back to the file system (files made by labqueue; --vacuum rebuilds
+    an older file once so that it can, and needs the queue quiet)."""
+    with open_existing(args.db) as q:
+        result = q.purge(
+            args.older_than, states=args.state or ("done",), batch=args.batch, archive=args.archive
+        )
+        kept = " (archived in jobs_archive)" if args.archive else ""
+        print(
+            f"removed {result.removed} job(s){kept} in {result.batches} transaction(s), "
+            f"the longest {result.longest_hold_s * 1000:.1f} ms"
+        )
+        if args.vacuum:
+            q.vacuum()
+            print("vacuumed: the file was rebuilt")
+        if args.reclaim or args.vacuum:
+            freed = q.reclaim_space()
+            space = q.space()
+            pages, size = space["page_count"], space["page_size"]
+            print(f"freed {freed} page(s); the file has {pages} pages of {size} bytes")
     return 0
 
 
@@ -280,6 +355,16 @@ def job_id(text: str) -> int:
 
 def count(text: str) -> int:
     return whole_number(text, low=0)
+
+
+def priority(text: str) -> int:
+    return whole_number(text, low=-(2**31), noun="a priority")
+
+
+def queue_name(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a queue name cannot be empty")
+    return text
 
 
 def concurrency(text: str) -> int:
@@ -345,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-attempts", type=max_attempts, metavar="N", help="attempts before it is dead (default 5)"
     )
     p.add_argument("--dedupe-key", metavar="KEY", help="add nothing if a job with this key is already stored")
+    p.add_argument("--priority", type=priority, default=0, metavar="N", help="higher runs first (default 0)")
+    p.add_argument("--queue", type=queue_name, default=DEFAULT_QUEUE, metavar="NAME", help="the named queue")
 
     p = command(stats)
     p.add_argument("--json", action="store_true", help="one JSON object (per refresh)")
@@ -360,11 +447,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(jobs)
     p.add_argument("--state", action="append", choices=STATES, help="only jobs in this state (repeatable)")
     p.add_argument("--kind", type=kind, help="only jobs of this kind")
+    p.add_argument("--queue", type=queue_name, metavar="NAME", help="only jobs of this named queue")
     p.add_argument("--limit", type=count, metavar="N", help="at most N jobs (default: all)")
     p.add_argument("--json", action="store_true", help="one JSON object per job and line")
 
     p = command(requeue_dead, "requeue-dead")
     p.add_argument("ids", nargs="*", type=job_id, metavar="ID", help="only these dead jobs (default: all)")
+
+    p = command(cancel)
+    p.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="the jobs to cancel")
+
+    p = command(purge)
+    p.add_argument(
+        "--older-than",
+        type=seconds,
+        required=True,
+        metavar="SECONDS",
+        help="remove jobs that finished at least this long ago",
+    )
+    p.add_argument(
+        "--state",
+        action="append",
+        choices=FINISHED_STATES,
+        help="remove jobs in this finished state (repeatable; default: done only)",
+    )
+    p.add_argument("--batch", type=whole_number, default=1000, metavar="N", help="rows per transaction")
+    p.add_argument("--archive", action="store_true", help="copy each removed row to jobs_archive first")
+    p.add_argument("--reclaim", action="store_true", help="then give freed pages back to the file system")
+    p.add_argument("--vacuum", action="store_true", help="then rebuild the file (VACUUM): quiet queues only")
 
     for name, (_, help_text, _) in TOOLS.items():
         commands.add_parser(

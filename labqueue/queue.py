@@ -591,11 +591,12 @@ class JobQueue:
         scope, where = _scope(queues)
         return bool(self._hot.execute(sql.READY_PROBE_IN[scope], {"now": self.clock(), **where}).fetchall())
 
-    def next_due(self) -> float | None:
-        """When the next live job is due by the clock: a delayed job's start, a retry's
-        backoff, a lease's end (None when nothing is queued or running). An idle worker
-        waits no longer than this."""
-        return self._hot.execute(sql.NEXT_DUE).fetchone()[0]
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """When the next live job (in `queues`, None for every queue) is due by the clock:
+        a delayed job's start, a retry's backoff, a lease's end (None when nothing is
+        queued or running). An idle worker waits no longer than this."""
+        scope, where = _scope(queues)
+        return self._hot.execute(sql.NEXT_DUE_IN[scope], where).fetchone()[0]
 
     def listen(self) -> bool:
         """Start listening for producers' hints (a worker calls it once, before its first
@@ -612,6 +613,11 @@ class JobQueue:
         self.listen()
         assert self._waiter is not None
         return self._waiter.wait(timeout)
+
+    def interrupt_wait(self) -> None:
+        """End a wait_for_jobs() in progress early (a stop signal's handler calls it)."""
+        if self._waiter is not None:
+            self._waiter.poke()
 
     def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None. The same rules as
@@ -840,8 +846,7 @@ class JobQueue:
         validate.kind(kind)
         seconds = validate.positive("seconds", seconds)
         label = validate.text("name", kind if name is None else name)
-        start = period_start(self.clock(), seconds)
-        key = f"every:{label}:{start!r}"
+        key = period_key(label, period_start(self.clock(), seconds))
         return self.enqueue(
             kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
         )
@@ -1045,6 +1050,13 @@ def period_start(now: float, seconds: float) -> float:
     """The start of the period of length `seconds` that `now` falls in (multiples of
     `seconds` since the epoch), the same for every process that reads the same clock."""
     return math.floor(now / seconds) * seconds
+
+
+def period_key(name: str, start: float) -> str:
+    """The dedupe key of a schedule's period: "every:<name>:<start>", the start in whole
+    seconds when it is whole (as it is for whole-second periods)."""
+    start = float(start)
+    return f"every:{name}:{int(start) if start.is_integer() else repr(start)}"
 
 
 def _scope(queues: Sequence[str] | None) -> tuple[str, dict[str, str]]:

@@ -292,7 +292,10 @@ READY_PROBE = READY_PROBE_IN["all"]
 
 # When the next job becomes ready (a delayed job, a retry's backoff, a lease's end): an
 # idle worker that can be woken sleeps until then at most. Only live rows are read.
-NEXT_DUE = "SELECT MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running')"
+NEXT_DUE_IN = _scoped("""
+SELECT MIN(visible_at) FROM jobs
+ WHERE state IN ('queued', 'running'){scope}
+""")
 
 # A claimed job the worker never started (a warm stop in the middle of a batch): back to
 # queued and ready now, its attempt given back, as if it had never been claimed. Fenced.

@@ -126,6 +126,12 @@ class Waiter:
             self._rebind_if_removed()
         return hinted
 
+    def poke(self) -> None:
+        """End this waiter's current (or next) wait early: a hint to itself. Safe in a
+        signal handler (one non-blocking send), so a warm stop is not held up by a wait."""
+        if self.path is not None:
+            _hint(_sending_socket(), str(self.path))
+
     def close(self) -> None:
         """Close the socket and remove its file. The folder stays: removing it could
         race with another worker binding in it."""

@@ -18,15 +18,18 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
 from . import handlers as registry
 from . import validate
 from .backends import open_queue
-from .errors import LabqueueError, UnknownJobKind
+from .errors import InvalidArgument, LabqueueError, UnknownJobKind
+from .fairness import QueueTurns, parse_queues
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
+from .schedule import Every, Scheduler, parse_every
+from .wakeup import SAFETY_POLL
 
 DEFAULT_IDLE_EXIT = 2.0
 DEFAULT_POLL = 0.05
@@ -53,11 +56,15 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.requested = False
+        # Called on the first signal: the loop sets it to end an idle wait at once.
+        self.on_request: Callable[[], None] | None = None
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
             raise ForcedShutdown(f"second stop signal ({signal.Signals(signum).name})")
         self.requested = True
+        if self.on_request is not None:
+            self.on_request()
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -188,7 +195,7 @@ def work_batch(
     batch: list[Job],
     handlers: Mapping[str, registry.Handler],
     *,
-    claim_for: Callable[[int], tuple[str, int] | None],
+    claim_for: Callable[[int], tuple[str, int] | tuple[str, int, list[str] | None] | None],
     stop: StopFlag,
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
     monotonic: Callable[[], float] = time.monotonic,
@@ -201,16 +208,16 @@ def work_batch(
     their time left, what has finished is reported and the rest renewed; jobs taken over
     meanwhile are dropped. A warm stop lets the job in hand run (the first of a batch, or
     the one running) and gives back those not started. `claim_for(ran)` names the worker
-    and the size of the next batch, or None."""
+    and the size of the next batch (and the queues to claim it from), or None."""
     finished: list[Finished] = []
     pending = list(batch)
     last_commit = monotonic()
     ran = 0
 
-    def report(claim: tuple[str, int] | None = None) -> list[Job]:
+    def report(claim: tuple | None = None) -> list[Job]:
         nonlocal finished, last_commit
-        worker, size = claim if claim is not None else (None, 1)
-        outcomes, nxt = q.settle(finished, claim_for=worker, limit=size)
+        worker, size, *scope = claim if claim is not None else (None, 1)
+        outcomes, nxt = q.settle(finished, claim_for=worker, limit=size, queues=scope[0] if scope else None)
         for done, outcome in zip(finished, outcomes, strict=True):
             _log_outcome(done, outcome)
         finished, last_commit = [], monotonic()
@@ -249,6 +256,11 @@ def run(
     synchronous: str | None = None,
     batch: int = DEFAULT_BATCH,
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+    queues: list[str] | None = None,
+    weights: Mapping[str, int] | None = None,
+    fair: bool = True,
+    schedules: Sequence[Every] = (),
+    wake: bool = True,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
@@ -259,11 +271,26 @@ def run(
     the next batch (work_batch). On a shallow queue a batch is whatever is ready, often
     one job: nothing waits for a batch to fill. An idle worker looks with a read
     (JobQueue.any_ready) and takes the write lock only when there is something to claim.
-    A stop never strands a lease: jobs claimed but not started are given back."""
+    A stop never strands a lease: jobs claimed but not started are given back.
+
+    `queues` (None: every queue) are the named queues it takes jobs from, highest priority
+    first; with several, it takes turns between them (weighted by `weights`, see
+    labqueue.fairness) unless fair=False, which orders them by priority alone. It ticks
+    `schedules` (labqueue.schedule) once per period. Idle, it waits for a producer's hint
+    (labqueue.wakeup; wake=False or a platform without it: it polls every `poll` s), at
+    most SAFETY_POLL seconds and never past the next job due by the clock or the next
+    schedule's period."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
     commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
+    names = validate.queue_names(queues)
+    turns = QueueTurns(names, weights) if fair and names is not None and len(names) > 1 else None
+    if weights and turns is None:
+        raise InvalidArgument(
+            f"weights {dict(weights)!r} need fair=True and more than one queue to take turns between"
+        )
+    scheduler = Scheduler(schedules)
     handled = 0
     settings = {
         "max_attempts": max_attempts,
@@ -276,9 +303,26 @@ def run(
     def room(ran: int) -> int:
         return batch if max_jobs is None else min(batch, max_jobs - handled - ran)
 
-    def claim_for(ran: int) -> tuple[str, int] | None:
+    def scopes() -> list[list[str] | None]:
+        """The queues to claim from, in the order to try them: one turn of the rotation."""
+        return [[name] for name in turns.order()] if turns is not None else [names]
+
+    def claim_for(ran: int) -> tuple[str, int, list[str] | None] | None:
         size = room(ran)
-        return (worker_id, size) if size > 0 else None
+        return (worker_id, size, scopes()[0]) if size > 0 else None
+
+    def idle_wait(listening: bool, give_up_at: float | None) -> float:
+        """How long an idle worker waits before it looks again."""
+        wait = SAFETY_POLL if listening else poll
+        now = _queue_now(q)
+        if listening:
+            due = q.next_due(names)
+            if due is not None:
+                wait = min(wait, max(due - now, poll))
+        wait = min(wait, scheduler.next_tick(now))
+        if give_up_at is not None:
+            wait = min(wait, max(give_up_at - time.monotonic(), 0.0))
+        return wait
 
     try:
         with open_queue(path, lease_seconds=lease_seconds, **options) as q:  # a file, or a postgresql:// URL
@@ -289,9 +333,14 @@ def run(
                 lease_seconds,
                 "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
             )
+            # Waiting for hints replaces the poll; an injected sleep (tests) keeps polling.
+            listening = wake and sleep is time.sleep and q.listen()
+            stop.on_request = q.interrupt_wait
             give_up_at: float | None = None  # set by the first empty look, cleared by any job
             jobs: list[Job] = []
             while True:
+                for job_id in scheduler.tick(q, _queue_now(q)):
+                    log.info("worker %s: scheduled job %d enqueued for this period", worker_id, job_id)
                 if not jobs:
                     if stop.requested:
                         why = "warm stop"
@@ -299,7 +348,10 @@ def run(
                     if max_jobs is not None and handled >= max_jobs:
                         why = f"max_jobs {max_jobs} reached"
                         break
-                    jobs = q.claim_batch(worker_id, room(0))
+                    for scope in scopes():
+                        jobs = q.claim_batch(worker_id, room(0), queues=scope)
+                        if jobs:
+                            break
                     if not jobs:
                         now = time.monotonic()
                         if give_up_at is None and idle_exit is not None:
@@ -307,7 +359,11 @@ def run(
                         if give_up_at is not None and now >= give_up_at:
                             why = f"idle for {idle_exit:g} s"
                             break
-                        sleep(poll)
+                        wait = idle_wait(listening, give_up_at)
+                        if listening:
+                            q.wait_for_jobs(wait)
+                        else:
+                            sleep(wait)
                         continue
                     give_up_at = None
                 ran, jobs = work_batch(
@@ -357,6 +413,24 @@ def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> in
         bound = "zero or more" if low == 0 else f"at least {low}"
         raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
     return value
+
+
+def queues_option(text: str) -> str:
+    """--queues mail:3,reports: checked here, passed on as written (to pool workers too)."""
+    try:
+        parse_queues(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def every_option(text: str) -> str:
+    """--every report=60: checked here, passed on as written."""
+    try:
+        parse_every(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def sync_level(text: str) -> str:
@@ -423,6 +497,33 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_COMMIT_INTERVAL})",
     )
     parser.add_argument(
+        "--queues",
+        type=queues_option,
+        metavar="NAME[:WEIGHT],...",
+        help="take jobs from these named queues only (default: every queue); with several, "
+        "take turns between them, weighted (default weight 1)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with several --queues, take the highest priority across them instead of turns "
+        "(a flood in one queue can then starve the others)",
+    )
+    parser.add_argument(
+        "--every",
+        action="append",
+        default=[],
+        type=every_option,
+        metavar="KIND=SECONDS",
+        help="enqueue one KIND job per period of SECONDS, exactly once however many workers "
+        "tick (repeatable; missed periods are skipped)",
+    )
+    parser.add_argument(
+        "--no-wake",
+        action="store_true",
+        help="poll every --poll seconds when idle instead of waiting for producers' hints",
+    )
+    parser.add_argument(
         "--log-level",
         type=str.upper,
         default="INFO",
@@ -442,6 +543,9 @@ def settings_options(args: argparse.Namespace) -> list[str]:
     words: list[str] = []
     for module in args.handlers:
         words += ["--handlers", module]
+    for schedule in args.every:
+        words += ["--every", schedule]
+    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake
     names = (
         "poll",
         "max_attempts",
@@ -450,6 +554,7 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         "synchronous",
         "batch",
         "commit_interval",
+        "queues",
         "log_level",
         "log_format",
     )
@@ -467,8 +572,18 @@ def queue_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """add_settings()'s options for the loop itself: the group commit's batch and interval."""
-    return {"batch": args.batch, "commit_interval": args.commit_interval}
+    """add_settings()'s options for the loop itself: the group commit's batch and interval,
+    the queues and how to share between them, the schedules, waking."""
+    names, weights = parse_queues(args.queues) if args.queues else (None, {})
+    return {
+        "batch": args.batch,
+        "commit_interval": args.commit_interval,
+        "queues": names,
+        "weights": weights or None,
+        "fair": not args.strict,
+        "schedules": [parse_every(text) for text in args.every],
+        "wake": not args.no_wake,
+    }
 
 
 class JsonFormatter(logging.Formatter):

@@ -15,7 +15,7 @@ from cli_helpers import handler_module, labqueue, one_line_error, start, wait_fo
 
 from labqueue import JobQueue
 
-COMMANDS = ("worker", "enqueue", "stats", "jobs", "requeue-dead", "bench", "chaos")
+COMMANDS = ("worker", "enqueue", "stats", "jobs", "requeue-dead", "cancel", "purge", "bench", "chaos")
 
 
 @pytest.fixture
@@ -122,10 +122,16 @@ def test_stats_prints_a_table_and_json(db):
     labqueue("enqueue", db, "k", "{}")
     table = labqueue("stats", db)
     assert table.returncode == 0
-    rows = dict(line.split() for line in table.stdout.splitlines())
+    totals, per_queue = table.stdout.split("\n\n")
+    rows = dict(line.split() for line in totals.splitlines())
     assert rows["queued"] == "1" and rows["dead"] == "2" and rows["running"] == "0"
+    assert [line.split()[:4] for line in per_queue.splitlines()] == [
+        ["queue", "queued", "running", "ready_now"],
+        ["default", "1", "0", "1"],
+    ]
     as_json = json.loads(labqueue("stats", db, "--json").stdout)
     assert as_json["queued"] == 1 and as_json["dead"] == 2 and as_json["ready_now"] == 1
+    assert as_json["queues"]["default"]["queued"] == as_json["queues"]["default"]["ready_now"] == 1
 
 
 def test_stats_watch_refreshes_until_interrupted(db):
@@ -149,11 +155,11 @@ def test_jobs_lists_with_filters_as_a_table_or_json(db):
     table = labqueue("jobs", db)
     assert table.returncode == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["id", "kind", "state", "attempts", "worker", "last_error"]
-    assert [line.split()[:3] for line in lines[1:]] == [
-        ["1", "x", "dead"],
-        ["2", "x", "dead"],
-        ["3", "other", "queued"],
+    assert lines[0].split() == ["id", "kind", "queue", "state", "attempts", "worker", "last_error"]
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["1", "x", "default", "dead"],
+        ["2", "x", "default", "dead"],
+        ["3", "other", "default", "queued"],
     ]
     assert "RuntimeError: no" in lines[1]
     dead = labqueue("jobs", db, "--state", "dead", "--json", "--limit", "1")
@@ -168,7 +174,7 @@ def test_requeue_dead_some_then_all(db):
     assert some.returncode == 0 and some.stdout == "2\n"
     assert "not dead, so not requeued: 9" in some.stderr
     with JobQueue(db) as q:
-        assert q.counts() == {"queued": 1, "running": 0, "done": 0, "dead": 2}
+        assert q.counts() == {"queued": 1, "running": 0, "done": 0, "dead": 2, "cancelled": 0}
         assert q.job(2).attempts == 0
     rest = labqueue("requeue-dead", db)
     assert rest.returncode == 0 and rest.stdout.split() == ["1", "3"]

@@ -130,9 +130,12 @@ def test_the_claim_is_one_statement_that_skips_locked_rows():
 
 
 def test_no_statement_formats_a_value():
-    """Values are %(name)s parameters: the only braces are the schema identifier's."""
-    for name in dir(pg):
-        text = getattr(pg, name)
+    """Values are %(name)s parameters: the only braces are the schema identifier's, and
+    the private templates' (filled with the module's own constants at import)."""
+    statements = [(name, getattr(pg, name)) for name in dir(pg) if not name.startswith("_")]
+    statements += [(f"{name}[{scope}]", text) for name in dir(pg) if name.endswith("_IN")
+                   for scope, text in getattr(pg, name).items()]
+    for name, text in statements:
         if isinstance(text, str) and name not in ("CREATE_SCHEMA", "DROP_SCHEMA", "LISTEN"):
             assert "{" not in text and "%s" not in text, name
 

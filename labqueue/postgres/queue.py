@@ -12,6 +12,7 @@ import json
 import random
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,16 +23,31 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 
+from .. import validate
 from ..errors import (
+    CannotCancel,
     CannotOpen,
     ForeignJobsTable,
     InvalidArgument,
+    JobNotFound,
     LabqueueError,
     PayloadNotSerializable,
     QueueBusy,
     StorageFull,
 )
-from ..queue import MAX_ERROR_CHARS, STATES, Finished, Job, JobRecord, backoff_ceiling
+from ..queue import (
+    MAX_CLAIM_LIMIT,
+    MAX_ERROR_CHARS,
+    STATES,
+    Finished,
+    Job,
+    JobRecord,
+    Purged,
+    _scope,
+    backoff_ceiling,
+    period_key,
+    period_start,
+)
 from . import checks, sql
 
 try:
@@ -111,7 +127,7 @@ class PgJobQueue:
         with self._tx() as db:
             db.execute(sql.LOCK_SCHEMA, {"schema": self.schema})
             columns = {row[0] for row in db.execute(sql.TABLE_COLUMNS, {"schema": self.schema})}
-            missing = [c for c in sql.COLUMN_LIST.replace(" ", "").split(",") if c not in columns]
+            missing = [c for c in sql.V1_COLUMNS.replace(" ", "").split(",") if c not in columns]
             if columns and missing:
                 raise ForeignJobsTable(
                     f"schema {self.schema!r} at {redact(self.url)} already has a 'jobs' table that is "
@@ -127,8 +143,9 @@ class PgJobQueue:
             # set_config(..., false): for the whole session, once this transaction commits
             db.execute(sql.SET_SEARCH_PATH, {"path": name.as_string(db)})
             if not columns:
-                db.execute(sql.TABLE)
-                db.execute(sql.INDEXES)
+                db.execute(sql.SCHEMA)
+            elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
+                db.execute(sql.MIGRATE_V2)
         # PostgreSQL reads a lock_timeout of 0 as "wait forever"; SQLite's 0 means "do not wait".
         db.execute(sql.SET_LOCK_TIMEOUT, {"ms": str(max(1, round(self.timeout * 1000)))})
 
@@ -170,9 +187,12 @@ class PgJobQueue:
         delay: float = 0.0,
         max_attempts: int | None = None,
         dedupe_key: str | None = None,
+        priority: int = 0,
+        queue: str = validate.DEFAULT_QUEUE,
     ) -> int | None:
         """Add one job, ready after `delay` seconds, and return the new row's id. If a
-        job with this dedupe_key is already stored, nothing changes and the result is None."""
+        job with this dedupe_key is already stored, nothing changes and the result is None.
+        A higher `priority` is claimed first; `queue` names the queue it waits in."""
         checks.kind(kind)
         delay = checks.positive("delay", delay, allow_zero=True)
         if max_attempts is not None:
@@ -184,6 +204,8 @@ class PgJobQueue:
             "max_attempts": self.max_attempts if max_attempts is None else max_attempts,
             "delay": delay,
             "dedupe_key": dedupe_key,
+            "priority": validate.priority(priority),
+            "queue": validate.queue_name(queue),
             "now": self._now(),
         }
         with self._tx() as db:
@@ -192,9 +214,12 @@ class PgJobQueue:
                 self._notify(db)
         return None if row is None else row[0]
 
-    def enqueue_many(self, kind: str, payloads: Iterable[Any]) -> int:
+    def enqueue_many(
+        self, kind: str, payloads: Iterable[Any], *, priority: int = 0, queue: str = validate.DEFAULT_QUEUE
+    ) -> int:
         """Add many jobs in one statement: all of them, or (on any error) none."""
         checks.kind(kind)
+        where = {"priority": validate.priority(priority), "queue": validate.queue_name(queue)}
         bodies = []
         for index, payload in enumerate(payloads):
             try:
@@ -202,6 +227,7 @@ class PgJobQueue:
             except PayloadNotSerializable as exc:
                 raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
         params = {"kind": kind, "payloads": bodies, "max_attempts": self.max_attempts, "now": self._now()}
+        params |= where
         with self._tx() as db:
             db.execute(sql.ENQUEUE_MANY, params)
             if bodies:
@@ -217,15 +243,30 @@ class PgJobQueue:
     def _notify(self, db: psycopg.Connection) -> None:
         db.execute(sql.NOTIFY, {"channel": self.schema})
 
+    def wake_workers(self) -> int:
+        """JobQueue.wake_workers: here every enqueue NOTIFYs in its own transaction already."""
+        with self._tx() as db:
+            self._notify(db)
+        return 1
+
+    def listen(self) -> bool:
+        """Start listening for producers' NOTIFY (JobQueue.listen). Always possible here."""
+        if not self._listening:
+            self.db.execute(pg_sql.SQL(sql.LISTEN).format(channel=pg_sql.Identifier(self.schema)))
+            self._listening = True
+        return True
+
+    def interrupt_wait(self) -> None:
+        """JobQueue.interrupt_wait: a wait here ends within its timeout (a signal handler
+        must not use the connection the wait is reading)."""
+
     def wait_for_jobs(self, timeout: float) -> bool:
         """Block until a producer signals ready jobs or `timeout` seconds pass. Returns True
         when signalled; a signal that came while this connection ran other statements
         counts too (psycopg keeps it). The first call starts listening: only connections
         that wait listen, so a producer's connection never piles up notifications."""
         timeout = checks.positive("timeout", timeout, allow_zero=True)
-        if not self._listening:
-            self.db.execute(pg_sql.SQL(sql.LISTEN).format(channel=pg_sql.Identifier(self.schema)))
-            self._listening = True
+        self.listen()
         heard = self.db.notifies(timeout=timeout, stop_after=1)
         try:
             return next(heard, None) is not None
@@ -234,17 +275,26 @@ class PgJobQueue:
 
     # -- consuming --------------------------------------------------------------
 
-    def claim(self, worker: str, *, limit: int = 1) -> list[Job]:
-        """Lease up to `limit` ready jobs to `worker`, oldest first, sorted by id, in one
+    def claim(self, worker: str, *, limit: int = 1, queues: Sequence[str] | None = None) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker` from `queues` (None: every queue),
+        highest priority then oldest first, returned sorted by id, in one
         statement (FOR UPDATE SKIP LOCKED: concurrent claimers skip each other's rows).
         Jobs whose lease ran out on their last attempt become dead, and so does a claimed
         row whose payload is not JSON (written behind the queue's back): it is left out."""
         limit = checks.claim_limit(limit)
         checks.text("worker", worker)
+        scope, where = _scope(queues)
         with self._tx() as db:
-            rows = db.execute(sql.CLAIM, self._claim_params(worker, limit)).fetchall()
+            rows = db.execute(sql.CLAIM_IN[scope], self._claim_params(worker, limit, where)).fetchall()
             jobs = [job for job in (self._readable(db, row) for row in rows) if job is not None]
         return jobs
+
+    def _claim_batch(self, db: psycopg.Connection, worker: str, limit: int, queues: Any) -> list[Job]:
+        """Group commit's claim inside the caller's transaction: a job handed out before
+        alone, else the leading run of jobs never handed out (sql.BATCH_PICK)."""
+        scope, where = _scope(queues)
+        rows = db.execute(sql.CLAIM_BATCH_IN[scope], self._claim_params(worker, limit, where)).fetchall()
+        return [job for job in (self._readable(db, row) for row in rows) if job is not None]
 
     def _readable(self, db: psycopg.Connection, row: tuple) -> Job | None:
         """The Job of a claimed row (id, kind, payload, attempts, max_attempts, lease_token,
@@ -258,8 +308,12 @@ class PgJobQueue:
             return None
         return Job(row[0], row[1], payload, row[3], row[4], row[5], row[6])
 
-    def _claim_params(self, worker: str, limit: int) -> dict[str, Any]:
+    def _claim_params(self, worker: str, limit: int, where: dict[str, str] | None = None) -> dict[str, Any]:
+        scope = dict(where or {})
+        if "queues" in scope:  # an array parameter here, not JSON text
+            scope["queues"] = json.loads(scope["queues"])
         return {
+            **scope,
             "now": self._now(),
             "lease_seconds": self.lease_seconds,
             "token": secrets.token_hex(16),
@@ -348,18 +402,25 @@ class PgJobQueue:
 
     # -- the worker loop's fast path -----------------------------------------------
 
-    def any_ready(self) -> bool:
-        """Whether a claim would find something now (a job to run, or an expired last
-        lease to retire): one read, no row locked."""
-        return bool(self.db.execute(sql.READY_PROBE, {"now": self._now()}).fetchone()[0])
+    def any_ready(self, queues: Sequence[str] | None = None) -> bool:
+        """Whether a claim would find something now (a job to run in `queues`, or an
+        expired last lease to retire): one read, no row locked."""
+        scope, where = _scope(queues)
+        params = self._claim_params("", 1, where)
+        return bool(self.db.execute(sql.READY_PROBE_IN[scope], params).fetchone()[0])
 
-    def claim_next(self, worker: str) -> Job | None:
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """JobQueue.next_due: when the next live job in `queues` is due by the clock."""
+        scope, where = _scope(queues)
+        return self.db.execute(sql.NEXT_DUE_IN[scope], self._claim_params("", 1, where)).fetchone()[0]
+
+    def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None (claim(worker)'s rules)."""
-        jobs = self.claim(worker)
+        jobs = self.claim(worker, queues=queues)
         return jobs[0] if jobs else None
 
     def complete_and_claim(
-        self, job: Job, worker: str, effect: Effect | None = None
+        self, job: Job, worker: str, effect: Effect | None = None, *, queues: Sequence[str] | None = None
     ) -> tuple[bool, Job | None]:
         """complete(job, effect), then claim_next(worker), in one transaction. Returns
         (accepted, next job or None); a stale lease returns False and still claims; an
@@ -369,22 +430,34 @@ class PgJobQueue:
             accepted = self._complete(db, job)
             if accepted and effect is not None:
                 self._run_effect(db, job, effect)
-            rows = db.execute(sql.CLAIM, self._claim_params(worker, 1)).fetchall()
+            scope, where = _scope(queues)
+            rows = db.execute(sql.CLAIM_IN[scope], self._claim_params(worker, 1, where)).fetchall()
             job = self._readable(db, rows[0]) if rows else None
         return accepted, job
 
     # -- group commit (JobQueue's batch API) -----------------------------------------
     # The same rules per job as on SQLite: a batch is reported, and the next one claimed,
     # in one transaction; each completion is fenced by its token and each effect has a
-    # savepoint of its own. The claim is CLAIM's one statement with SKIP LOCKED; unlike
-    # SQLite's, it does not yet set a job that was handed out before apart from the rest.
+    # savepoint of its own. The claim is one statement with SKIP LOCKED that, like
+    # SQLite's, leases a job handed out before alone (sql.BATCH_PICK).
 
-    def claim_batch(self, worker: str, limit: int) -> list[Job]:
-        """Lease up to `limit` ready jobs after a read has shown something is ready."""
-        return self.claim(worker, limit=limit) if self.any_ready() else []
+    def claim_batch(self, worker: str, limit: int, *, queues: Sequence[str] | None = None) -> list[Job]:
+        """Lease up to `limit` ready jobs after a read has shown something is ready; a job
+        handed out before comes alone."""
+        limit = checks.claim_limit(limit)
+        checks.text("worker", worker)
+        if not self.any_ready(queues):
+            return []
+        with self._tx() as db:
+            return sorted(self._claim_batch(db, worker, limit, queues), key=lambda job: job.id)
 
     def settle(
-        self, finished: Sequence[Finished], *, claim_for: str | None = None, limit: int = 1
+        self,
+        finished: Sequence[Finished],
+        *,
+        claim_for: str | None = None,
+        limit: int = 1,
+        queues: Sequence[str] | None = None,
     ) -> tuple[list[str], list[Job]]:
         """JobQueue.settle: report every job of a batch, and claim the next, in one transaction."""
         if claim_for is not None:
@@ -396,26 +469,29 @@ class PgJobQueue:
             for report in finished:
                 outcomes.append(self._settle_one(db, report))
             if claim_for is not None:
-                rows = db.execute(sql.CLAIM, self._claim_params(claim_for, limit)).fetchall()
-                jobs = [job for job in (self._readable(db, row) for row in rows) if job is not None]
+                jobs = self._claim_batch(db, claim_for, limit, queues)
         return outcomes, sorted(jobs, key=lambda job: job.id)
 
     def _settle_one(self, db: psycopg.Connection, report: Finished) -> str:
         job = report.job
         if report.error is not None:
-            return self._fail(db, job, report.error, retry=report.retry) or "lost"
+            return self._fail(db, job, report.error, retry=report.retry) or self._why_lost(db, job)
         if report.effect is None:
-            return "done" if self._complete(db, job) else "lost"
+            return "done" if self._complete(db, job) else self._why_lost(db, job)
         try:
             with db.transaction():  # a savepoint: this job's completion and effect alone
                 if not self._complete(db, job):
-                    return "lost"
+                    return self._why_lost(db, job)
                 self._run_effect(db, job, report.effect)
             return "done"
         except EffectEndedTransaction:
             raise
         except Exception as exc:
-            return self._fail(db, job, f"{type(exc).__name__}: {exc}", retry=True) or "lost"
+            return self._fail(db, job, f"{type(exc).__name__}: {exc}", retry=True) or self._why_lost(db, job)
+
+    def _why_lost(self, db: psycopg.Connection, job: Job) -> str:
+        row = db.execute("SELECT state FROM jobs WHERE id = %(id)s", {"id": job.id}).fetchone()
+        return "cancelled" if row is not None and row[0] == "cancelled" else "lost"
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
         """JobQueue.extend: renew the leases still ours, in one transaction."""
@@ -439,6 +515,96 @@ class PgJobQueue:
         return released
 
     # -- operating --------------------------------------------------------------
+
+    def cancel(self, job_id: int) -> str:
+        """JobQueue.cancel: "queued" or "running" (the state it was cancelled in);
+        CannotCancel for a finished job, JobNotFound for an unknown id."""
+        checks.job_id(job_id)
+        with self._tx() as db:
+            row = None
+            if 0 < job_id <= BIGINT_MAX:
+                row = db.execute(sql.JOB_STATE, {"id": job_id}).fetchone()
+            if row is None:
+                raise JobNotFound(f"no job has id {job_id}: nothing was cancelled")
+            if row[0] not in ("queued", "running"):
+                raise CannotCancel(
+                    f"job {job_id} is {row[0]} already: only a queued or running job can be cancelled"
+                )
+            db.execute(sql.CANCEL, {"now": self._now(), "id": job_id})
+        return row[0]
+
+    def every(
+        self,
+        kind: str,
+        seconds: float,
+        payload: Any = None,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        queue: str = validate.DEFAULT_QUEUE,
+        max_attempts: int | None = None,
+    ) -> int | None:
+        """JobQueue.every: this period's job, once; periods read the server's clock."""
+        checks.kind(kind)
+        seconds = checks.positive("seconds", seconds)
+        label = checks.text("name", kind if name is None else name)
+        now = self._now()
+        key = period_key(label, period_start(self.server_time() if now is None else now, seconds))
+        return self.enqueue(
+            kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
+        )
+
+    def purge(
+        self,
+        older_than: float,
+        *,
+        states: str | Iterable[str] = ("done",),
+        batch: int = 1000,
+        archive: bool = False,
+    ) -> Purged:
+        """JobQueue.purge: finished jobs removed in id windows, one short transaction each."""
+        older_than = checks.positive("older_than", older_than, allow_zero=True)
+        chosen = validate.finished_states(states)
+        batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
+        if not isinstance(archive, bool):
+            raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+        before = self.db.execute(sql.NOW_VALUE, {"now": self._now()}).fetchone()[0] - older_than
+        first, last = self.db.execute(sql.ID_RANGE).fetchone()
+        removed = archived = batches = 0
+        longest = 0.0
+        after = (first or 0) - 1
+        while last is not None and after + 1 < last:
+            nxt = self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
+            if nxt is None or nxt[1] > before:
+                break
+            after = max(after, nxt[0] - 1)
+            window = min(batch, last - 1 - after)
+            params = {"after": after, "batch": window, "states": chosen, "before": before, "now": self._now()}
+            began = time.monotonic()
+            with self._tx() as db:
+                if archive:
+                    archived += db.execute(sql.PURGE_ARCHIVE, params).rowcount
+                removed += db.execute(sql.PURGE, params).rowcount
+            longest = max(longest, time.monotonic() - began)
+            batches += 1
+            after += window
+        return Purged(removed, archived, batches, longest)
+
+    def space(self) -> dict[str, int]:
+        """The jobs table's size on disk in bytes, its indexes included."""
+        return {"table_bytes": self.db.execute(sql.TABLE_BYTES).fetchone()[0]}
+
+    def reclaim_space(self, pages: int | None = None) -> int:
+        """VACUUM the jobs table: dead rows' space becomes reusable (PostgreSQL's autovacuum
+        does this on its own too). Returns the bytes the table shrank by, usually 0: plain
+        VACUUM gives back only empty pages at the table's end."""
+        before = self.space()["table_bytes"]
+        self.db.execute(sql.VACUUM)
+        return max(0, before - self.space()["table_bytes"])
+
+    def vacuum(self) -> None:
+        """VACUUM FULL would lock the table for a rewrite; labqueue leaves that to the DBA."""
+        self.db.execute(sql.VACUUM)
 
     def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
         """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
@@ -468,6 +634,18 @@ class PgJobQueue:
             "dead": dead,
         }
 
+    def queue_stats(self) -> dict[str, dict[str, float | int]]:
+        """JobQueue.queue_stats: stats() per named queue, live rows only."""
+        return {
+            name: {
+                "queued": queued,
+                "running": running,
+                "ready_now": ready,
+                "oldest_ready_age_s": round(age, 1) if age is not None else 0.0,
+            }
+            for name, queued, running, ready, age in self.db.execute(sql.STATS_BY_QUEUE, {"now": self._now()})
+        }
+
     # -- reading jobs back --------------------------------------------------------
 
     def job(self, job_id: int) -> JobRecord | None:
@@ -484,14 +662,17 @@ class PgJobQueue:
         state: str | Iterable[str] | None = None,
         kind: str | None = None,
         limit: int | None = None,
+        queue: str | None = None,
     ) -> list[JobRecord]:
-        """Stored rows in id order, filtered by state (one or several) and kind."""
+        """Stored rows in id order, filtered by state (one or several), kind and queue."""
         states = checks.states(state)
         if kind is not None:
             checks.kind(kind)
+        if queue is not None:
+            validate.queue_name(queue)
         if limit is not None:
             checks.read_limit(limit)
-        params = {"states": states, "kind": kind, "limit": limit}
+        params = {"states": states, "kind": kind, "queue": queue, "limit": limit}
         return [JobRecord(*row) for row in self.db.execute(sql.JOBS, params)]
 
     def counts(self) -> dict[str, int]:

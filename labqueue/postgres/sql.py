@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     kind         TEXT             NOT NULL,
     payload      TEXT             NOT NULL,
     state        TEXT             NOT NULL DEFAULT 'queued'
-                                  CHECK (state IN ('queued', 'running', 'done', 'dead')),
+                                  CHECK (state IN ('queued', 'running', 'done', 'dead', 'cancelled')),
     attempts     BIGINT           NOT NULL DEFAULT 0,
     max_attempts BIGINT           NOT NULL DEFAULT 5,
     visible_at   DOUBLE PRECISION NOT NULL,
@@ -31,19 +31,62 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_error   TEXT,
     dedupe_key   TEXT UNIQUE,
     created_at   DOUBLE PRECISION NOT NULL,
-    finished_at  DOUBLE PRECISION
+    finished_at  DOUBLE PRECISION,
+    priority     INTEGER          NOT NULL DEFAULT 0,
+    queue        TEXT             NOT NULL DEFAULT 'default'
 );
 """
 
+# Highest priority first, then the oldest ready job: labqueue/sql.py's CLAIM_ORDER.
+CLAIM_ORDER = "priority DESC, visible_at, id"
+
 INDEXES = """
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (visible_at, id)
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (priority DESC, visible_at, id)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id)
     WHERE state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
     WHERE state = 'running' AND attempts >= max_attempts;
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 """
 
-SCHEMA = TABLE + INDEXES
+ARCHIVE = """
+CREATE TABLE IF NOT EXISTS jobs_archive (
+    id           BIGINT           PRIMARY KEY,
+    kind         TEXT             NOT NULL,
+    payload      TEXT             NOT NULL,
+    state        TEXT             NOT NULL,
+    attempts     BIGINT           NOT NULL,
+    max_attempts BIGINT           NOT NULL,
+    last_error   TEXT,
+    dedupe_key   TEXT,
+    created_at   DOUBLE PRECISION NOT NULL,
+    finished_at  DOUBLE PRECISION,
+    priority     INTEGER          NOT NULL,
+    queue        TEXT             NOT NULL,
+    archived_at  DOUBLE PRECISION NOT NULL
+);
+"""
+
+SCHEMA = TABLE + INDEXES + ARCHIVE
+
+# Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
+# queue made before it (its table lacks `queue`) is upgraded in place when opened, under
+# the schema's advisory lock; PostgreSQL can add columns and swap a CHECK without a rebuild.
+MIGRATE_V2 = f"""
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS queue TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+    CHECK (state IN ('queued', 'running', 'done', 'dead', 'cancelled'));
+DROP INDEX IF EXISTS jobs_ready;
+{INDEXES}
+{ARCHIVE}
+"""
+V1_COLUMNS = (
+    "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker,"
+    " last_error, dedupe_key, created_at, finished_at"
+)
 
 # Creating the schema is serialised by an advisory lock on the schema's name, so that
 # several processes opening a new queue at once do not race on CREATE ... IF NOT EXISTS.
@@ -71,16 +114,14 @@ SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, false)"
 
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 
-COLUMN_LIST = (
-    "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker,"
-    " last_error, dedupe_key, created_at, finished_at"
-)
+COLUMN_LIST = V1_COLUMNS + ", priority, queue"
 
 # WHERE NOT EXISTS spares the identity a number when the key is already stored (as in
 # SQLite, ids then stay 1, 2, 3 ...); ON CONFLICT still decides a race between two producers.
 ENQUEUE = f"""
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at)
-SELECT %(kind)s, %(payload)s, %(max_attempts)s, {NOW} + %(delay)s, %(dedupe_key)s, {NOW}
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue)
+SELECT %(kind)s, %(payload)s, %(max_attempts)s, {NOW} + %(delay)s, %(dedupe_key)s, {NOW},
+       %(priority)s, %(queue)s
  WHERE %(dedupe_key)s::text IS NULL
     OR NOT EXISTS (SELECT 1 FROM jobs WHERE dedupe_key = %(dedupe_key)s::text)
 ON CONFLICT (dedupe_key) DO NOTHING
@@ -89,20 +130,30 @@ RETURNING id
 
 # All payloads as one array parameter, inserted in their order (ids follow it).
 ENQUEUE_MANY = f"""
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at)
-SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue)
+SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
   FROM unnest(%(payloads)s::text[]) WITH ORDINALITY AS given(body, n)
  ORDER BY n
 """
 
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 
+# Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
+# queue (through jobs_queue_ready), or several (an array parameter).
+SCOPES = {
+    "all": "",
+    "one": "\n                     AND queue = %(queue)s",
+    "some": "\n                     AND queue = ANY(%(queues)s::text[])",
+}
+
 # The claim, in one statement. `retired` turns jobs whose lease ran out on their last
-# attempt dead; `claimed` leases up to `limit` other ready jobs, oldest first. Each picks
-# its rows with FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for one another
-# and never take the same row; the two sets of rows are disjoint. Both run whether or not
-# their rows are read (PostgreSQL runs every data-modifying WITH exactly once).
-CLAIM = f"""
+# attempt dead (whatever their queue); `claimed` leases ready jobs, highest priority and
+# then oldest first. Each picks its rows with FOR UPDATE SKIP LOCKED, so concurrent
+# claimers never wait for one another and never take the same row; the two sets of rows
+# are disjoint. Both run whether or not their rows are read (PostgreSQL runs every
+# data-modifying WITH exactly once). {pick} chooses which of the locked rows are leased:
+# all of them (claim), or group commit's batch (claim_batch, below).
+_CLAIM = f"""
 WITH retired AS (
     UPDATE jobs
        SET state = 'dead', lease_token = NULL, finished_at = {NOW},
@@ -112,21 +163,38 @@ WITH retired AS (
                    WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW}
                      FOR UPDATE SKIP LOCKED)
     RETURNING id
+), locked AS (
+    SELECT id, attempts, row_number() OVER (ORDER BY {CLAIM_ORDER}) AS n
+      FROM (SELECT id, attempts, priority, visible_at FROM jobs
+             WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
+               AND NOT (state = 'running' AND attempts >= max_attempts){{scope}}
+             ORDER BY {CLAIM_ORDER}
+             LIMIT %(limit)s
+               FOR UPDATE SKIP LOCKED) AS ready
 ), claimed AS (
     UPDATE jobs
-       SET state = 'running', attempts = attempts + 1,
+       SET state = 'running', attempts = jobs.attempts + 1,
            visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
-     WHERE id IN (SELECT id FROM jobs
-                   WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
-                     AND NOT (state = 'running' AND attempts >= max_attempts)
-                   ORDER BY visible_at, id
-                   LIMIT %(limit)s
-                     FOR UPDATE SKIP LOCKED)
-    RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+      FROM locked
+     WHERE jobs.id = locked.id{{pick}}
+    RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at
 )
 SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at
   FROM claimed ORDER BY id
 """
+
+# Group commit's batch rule (queue.batch_size, as on SQLite): a job handed out before
+# (attempts > 0: its worker may have died on it) is leased alone; otherwise the leading
+# run of jobs never handed out. The other locked rows stay queued (their locks end with
+# the transaction).
+BATCH_PICK = """
+       AND locked.n <= CASE
+           WHEN (SELECT attempts FROM locked WHERE n = 1) > 0 THEN 1
+           ELSE COALESCE((SELECT MIN(n) FROM locked WHERE attempts > 0) - 1, %(limit)s) END"""
+
+CLAIM_IN = {name: _CLAIM.format(scope=scope, pick="") for name, scope in SCOPES.items()}
+CLAIM_BATCH_IN = {name: _CLAIM.format(scope=scope, pick=BATCH_PICK) for name, scope in SCOPES.items()}
+CLAIM = CLAIM_IN["all"]
 
 # A claimed row that cannot be read is dead-lettered with the reason, in the claim's transaction.
 BURY = f"""
@@ -136,10 +204,20 @@ UPDATE jobs
 """
 
 # An idle worker's look before it claims: true exactly when CLAIM would change a row.
-READY_PROBE = f"""
+_READY_PROBE = f"""
 SELECT EXISTS (SELECT 1 FROM jobs
-                WHERE state IN ('queued', 'running') AND visible_at <= {NOW})
+                WHERE state IN ('queued', 'running') AND visible_at <= {NOW}{{scope}})
+    OR EXISTS (SELECT 1 FROM jobs
+                WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW})
 """
+READY_PROBE_IN = {name: _READY_PROBE.format(scope=scope) for name, scope in SCOPES.items()}
+READY_PROBE = READY_PROBE_IN["all"]
+
+# When the next live job is due (labqueue/sql.py's NEXT_DUE_IN).
+NEXT_DUE_IN = {
+    name: f"SELECT MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running'){scope}"
+    for name, scope in SCOPES.items()
+}
 
 # The fence: the token must still be the job's, not just the state 'running'.
 COMPLETE = f"""
@@ -205,7 +283,19 @@ SELECT COUNT(*), {NOW} - MIN(visible_at) FROM jobs
 
 STATS_DEAD = "SELECT COUNT(*) FROM jobs WHERE state = 'dead'"
 
-STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD)
+STATS_BY_QUEUE = f"""
+SELECT queue,
+       COUNT(*) FILTER (WHERE state = 'queued'),
+       COUNT(*) FILTER (WHERE state = 'running'),
+       COUNT(*) FILTER (WHERE visible_at <= {NOW}),
+       {NOW} - MIN(visible_at) FILTER (WHERE visible_at <= {NOW})
+  FROM jobs
+ WHERE state IN ('queued', 'running')
+ GROUP BY queue
+ ORDER BY queue
+"""
+
+STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD, STATS_BY_QUEUE)
 
 JOB = f"SELECT {COLUMN_LIST} FROM jobs WHERE id = %(id)s"
 
@@ -214,8 +304,42 @@ JOBS = f"""
 SELECT {COLUMN_LIST} FROM jobs
  WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
    AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
  ORDER BY id
  LIMIT %(limit)s
 """
 
 COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
+
+
+# -- cancelling (labqueue/sql.py's CANCEL): the row is locked while its state is read.
+JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s FOR UPDATE"
+CANCEL = f"""
+UPDATE jobs
+   SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL
+ WHERE id = %(id)s AND state IN ('queued', 'running')
+"""
+
+# -- retention (labqueue/sql.py's PURGE): id windows, one short transaction each.
+PURGE_WHERE = """
+ WHERE id > %(after)s AND id <= %(after)s + %(batch)s
+   AND state = ANY(%(states)s::text[])
+   AND finished_at <= %(before)s
+"""
+PURGE = "DELETE FROM jobs" + PURGE_WHERE
+PURGE_ARCHIVE = (
+    f"""
+INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
+                          dedupe_key, created_at, finished_at, priority, queue, archived_at)
+SELECT id, kind, payload, state, attempts, max_attempts, last_error,
+       dedupe_key, created_at, finished_at, priority, queue, {NOW}
+  FROM jobs"""
+    + PURGE_WHERE
+    + "ON CONFLICT (id) DO NOTHING\n"
+)
+ID_RANGE = "SELECT MIN(id), MAX(id) FROM jobs"
+CREATED_FROM = "SELECT id, created_at FROM jobs WHERE id > %(after)s ORDER BY id LIMIT 1"
+NOW_VALUE = f"SELECT {NOW}"
+# The table's size on disk, with its indexes and TOAST (what VACUUM may give back).
+TABLE_BYTES = "SELECT pg_total_relation_size('jobs')"
+VACUUM = "VACUUM jobs"
