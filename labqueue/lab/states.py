@@ -1,4 +1,4 @@
-"""A job's life as one picture: its four states and every move between them.
+"""A job's life as one picture: its states and every move between them.
 
 The states are the queue's own (``labqueue.queue.STATES``, the ``CHECK`` in
 ``labqueue.sql.TABLE``) and each edge names the SQL statements that make that move, so
@@ -55,6 +55,9 @@ EDGES: tuple[Edge, ...] = (
         ("FAIL", "RETIRE_EXHAUSTED", "CLAIM_NEXT", "BURY"),
     ),
     Edge("requeue", "dead", "queued", "requeue_dead (attempts = 0)", ("REQUEUE_DEAD", "REQUEUE_DEAD_IDS")),
+    # Part 2: cancel() stops a job that is not finished; a running one loses its token.
+    Edge("cancel", "queued", "cancelled", "cancel", ("CANCEL",)),
+    Edge("cancel_running", "running", "cancelled", "cancel while running\n(token voided)", ("CANCEL",)),
 )
 
 EDGE_KEYS = tuple(edge.key for edge in EDGES)
@@ -66,10 +69,17 @@ _AT = {
     "running": (3.55, 1.5),
     "done": (5.9, 2.3),
     "dead": (5.75, 0.75),
+    "cancelled": (0.55, 0.5),
 }
 _RADIUS = 0.42
 _MUTED, _HOT = "#555555", "#d62728"
-_FILL = {"queued": "#dddddd", "running": "#9ecae1", "done": "#a1d99b", "dead": "#fc9272"}
+_FILL = {
+    "queued": "#dddddd",
+    "running": "#9ecae1",
+    "done": "#a1d99b",
+    "dead": "#fc9272",
+    "cancelled": "#fdd0a2",
+}
 
 
 def transitions() -> set[tuple[str, str]]:
@@ -137,7 +147,8 @@ def diagram(highlight: str | Iterable[str] | None = None, title: str | None = No
                 zorder=2,
             )
         )
-        ax.text(x, y, state, ha="center", va="center", fontsize=10, fontweight="bold", zorder=3)
+        size = 10 if len(state) < 8 else 8
+        ax.text(x, y, state, ha="center", va="center", fontsize=size, fontweight="bold", zorder=3)
 
     def arrow(a, b, key, rad=0.0, **kw):
         color = _HOT if key in hot else _MUTED
@@ -182,9 +193,15 @@ def diagram(highlight: str | Iterable[str] | None = None, title: str | None = No
     label("dead", ex - 1.3, ey - 0.1)
     # requeue_dead: from dead, under everything, back to queued.
     arrow((ex - r * 0.3, ey - r * 0.95), (qx, qy - r), "requeue", rad=-0.3)
-    label("requeue", 3.3, 0.42)
+    label("requeue", 4.05, 0.22)
+    cx, cy = _AT["cancelled"]
+    arrow((qx - r * 0.7, qy - r * 0.72), (cx + r * 0.6, cy + r * 0.8), "cancel", rad=0.1)
+    label("cancel", qx - 0.62, qy - 0.4, ha="right")
+    arrow((rx - r * 0.1, ry - r), (cx + r, cy - 0.08), "cancel_running", rad=-0.3)
+    label("cancel_running", 2.15, 0.16)
 
-    fig.suptitle(title or "The life of a job: four states, every move an UPDATE", fontsize=10, y=0.98)
+    title = title or f"The life of a job: {len(STATES)} states, every move an UPDATE"
+    fig.suptitle(title, fontsize=10, y=0.98)
     return fig
 
 
@@ -197,12 +214,16 @@ MOVES_EXPLAINED = {
     "retry": "The handler failed with attempts left: back to queued, visible again after a backoff.",
     "dead": "The last attempt failed, or its lease ran out: parked with its error for a person.",
     "requeue": "An operator sends dead jobs back to the queue, attempts reset to 0.",
+    "cancel": "Someone cancels a queued job: it will never run.",
+    "cancel_running": "Someone cancels a running job: its token is voided, so its worker's heartbeat and "
+    "report are refused and its effect never commits.",
 }
 STATES_EXPLAINED = {
     "queued": "Waiting: claimable once visible_at has passed.",
     "running": "Leased to one worker until visible_at; claimable again after that.",
     "done": "Finished; the row stays for monitoring until someone purges it.",
     "dead": "A dead letter: out of attempts, kept with its last error for a person.",
+    "cancelled": "Stopped on purpose before it finished; kept until a purge removes it.",
 }
 
 

@@ -60,12 +60,17 @@ def _once(statement, params):
 
 
 CLAIM_PARAMS = {"now": NOW, "lease_end": NOW + 30, "token": "new", "worker": "w", "limit": 100, "reason": "r"}
-ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW)
+ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW, 0, "default")
 
 # How to run each of the queue's writing statements; a new one must be added here (and drawn).
 RUNS = {
     "ENQUEUE": [_once(sql.ENQUEUE, ENQUEUE_ROW)],
-    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW)])],
+    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW, 0, "default")])],
+    "CANCEL": [_each_row(sql.CANCEL, lambda i: {"now": NOW, "id": i})],
+    # Copies finished rows to jobs_archive: no job changes state (the DELETE beside it removes rows).
+    "PURGE_ARCHIVE": [
+        _once(sql.PURGE_ARCHIVE, {"after": 0, "batch": 100, "states": '["done"]', "before": NOW, "now": NOW})
+    ],
     "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
     "CLAIM_NEXT": [_once(sql.CLAIM_NEXT, CLAIM_PARAMS)],
@@ -107,7 +112,9 @@ def writing_statements():
     return sorted(
         name
         for name, value in vars(sql).items()
-        if name.isupper() and isinstance(value, str) and value.lstrip().startswith(("UPDATE", "INSERT"))
+        # _CLAIM and _CLAIM_NEXT are the templates of CLAIM and CLAIM_NEXT (and their scopes)
+        if name.isupper() and not name.startswith("_")
+        and isinstance(value, str) and value.lstrip().startswith(("UPDATE", "INSERT"))
     )
 
 
