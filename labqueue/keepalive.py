@@ -16,9 +16,11 @@ class KeepAlive:
     ``with KeepAlive(db_file, job, lease_seconds=q.lease_seconds) as hb: ...``.
 
     Every `interval` (a third of the lease unless given) the thread sends a fenced
-    heartbeat. When one is refused, someone else holds the job now: `lost` is set
+    heartbeat. When one is refused, the job is no longer this worker's: `lost` is set
     and the thread ends, and the handler can look at `hb.lost` between its steps
-    and give up. `beats` counts the accepted heartbeats."""
+    and give up. `cancelled` is set as well when the reason is that someone cancelled
+    the job (rather than another worker taking it over after the lease ran out).
+    `beats` counts the accepted heartbeats."""
 
     def __init__(
         self,
@@ -36,6 +38,7 @@ class KeepAlive:
         self.lease_seconds, self.clock = lease_seconds, clock
         self.beats = 0
         self.lost = threading.Event()
+        self.cancelled = threading.Event()
         self._halt = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(name=f"keepalive-{job.id}", daemon=True, target=self._run)
@@ -49,6 +52,9 @@ class KeepAlive:
             ) as q:
                 while not self._halt.wait(self.interval):  # wakes early, with True, when stopped
                     if not q.heartbeat(self.job):
+                        record = q.job(self.job.id)
+                        if record is not None and record.state == "cancelled":
+                            self.cancelled.set()
                         self.lost.set()
                         return
                     self.beats += 1

@@ -258,3 +258,27 @@ def test_bad_purge_arguments_are_refused(q, kwargs, match):
         q.purge(60, **kwargs)
     with pytest.raises(InvalidArgument, match="older_than"):
         q.purge(-1)
+
+
+# -- a handler learns of its cancellation ------------------------------------------------------
+
+
+def test_keepalive_tells_a_cancelled_job_from_a_lost_lease(tmp_path):
+    import time
+
+    from labqueue import JobQueue, KeepAlive
+
+    path = tmp_path / "jobs.db"
+    with JobQueue(path, lease_seconds=30) as q:
+        first, second = q.enqueue("t", 1), q.enqueue("t", 2)
+        mine, other = q.claim("w", limit=2)
+        with KeepAlive(path, mine, lease_seconds=30, interval=0.01) as hb, KeepAlive(
+            path, other, lease_seconds=30, interval=0.01
+        ) as hb2:
+            q.cancel(first)
+            q.db.execute("UPDATE jobs SET lease_token = 'someone else' WHERE id = ?", (second,))
+            deadline = time.monotonic() + 10
+            while not (hb.lost.is_set() and hb2.lost.is_set()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert hb.lost.is_set() and hb.cancelled.is_set()
+        assert hb2.lost.is_set() and not hb2.cancelled.is_set()
