@@ -1,4 +1,4 @@
-"""The worked answers folded into notebooks 08-12 pass their checkers, and the starting
+"""The worked answers folded into notebooks 08-12 and 16 pass their checkers, and the starting
 points the notebooks ship with do not: the answers a learner reveals cannot rot.
 
 Each "Your turn" in a notebook is one or more code cells with the starting point, a code
@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-OWN = ["08_claim_index", "09_throughput", "10_ops", "11_testing", "12_chaos"]
+OWN = ["08_claim_index", "09_throughput", "10_ops", "11_testing", "12_chaos", "16_postgresql"]
 ANSWER_BLOCK = re.compile(r"<summary>Answer</summary>.*?```python\n(.*?)```", re.S)
 
 

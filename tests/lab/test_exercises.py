@@ -6,14 +6,17 @@ test_exercises_nbNN.py."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
+from labqueue.lab import exercises
 from labqueue.lab.exercises import Verdict
 
-NUMBERS = [f"{n:02d}" for n in range(1, 13)]
+# Every notebook's module, nb01.py onwards: a notebook added later is checked without a change here.
+NUMBERS = sorted(p.stem[2:] for p in Path(exercises.__file__).parent.glob("nb[0-9][0-9].py"))
 # Checkers that run real processes or threads for a few seconds.
-SLOW = {"03", "06"}
+SLOW = {"03", "06", "16"}
 MODULES = {n: importlib.import_module(f"labqueue.lab.exercises.nb{n}") for n in NUMBERS}
 
 

@@ -1,0 +1,122 @@
+"""Notebook 16's lab: the server it starts, the race, the drains, the clocks, the plot and the panel.
+Small sizes; nothing here asserts a speed."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from labqueue.lab import postgres_lab as lab
+from labqueue.lab.assets import FIGSIZE
+
+
+@pytest.fixture(scope="module")
+def server():
+    from labqueue.postgres.server import NoServer
+
+    try:
+        running = lab.start_server()
+    except NoServer as exc:
+        if isinstance(exc.__cause__, ImportError):
+            pytest.skip(str(exc))
+        raise
+    yield running
+    running.stop()
+
+
+def test_the_server_is_started_once_and_stopped(server):
+    assert lab.start_server() is server
+    assert lab.server_url() == server.url
+    assert server.seconds_to_start > 0 and server.version
+    assert "ready in" in server.line()
+
+
+def test_the_wal_files_are_the_database_its_log_and_its_shared_memory_index(tmp_path):
+    table = lab.wal_files(tmp_path)
+    assert list(table.index) == ["jobs.db", "jobs.db-shm", "jobs.db-wal"]
+    assert "shared memory" in table.loc["jobs.db-shm", "what it is for"]
+
+
+def test_both_claim_statements_are_the_ones_the_code_runs():
+    from labqueue import sql
+    from labqueue.postgres import sql as pg_sql
+
+    shown = lab.claim_statements().data
+    assert "SKIP LOCKED" in shown and "RETURNING" in shown
+    for text in (sql.CLAIM, pg_sql.CLAIM):
+        assert lab.html.escape(text.strip()) in shown
+
+
+@pytest.mark.slow
+def test_the_race_on_postgres_hands_each_job_to_one_worker_with_skip_locked(server):
+    naive, atomic = lab.claim_race(server.url, jobs=60, workers=2)
+    assert (atomic.strategy, atomic.claims, atomic.duplicates, atomic.missed) == ("skip_locked", 60, 0, 0)
+    assert sum(atomic.per_worker) == 60
+    assert (
+        naive.missed == 0 and naive.claims == naive.jobs + naive.duplicates
+    )  # duplicates counted, not hidden
+    table = lab.race_table([naive, atomic])
+    assert list(table["duplicates"]) == [naive.duplicates, 0]
+
+
+@pytest.mark.slow
+def test_drains_on_both_backends_and_their_plot(server, tmp_path):
+    runs = lab.drain_by_workers(server.url, procs=(1, 2), jobs=30, folder=tmp_path)
+    assert sorted(set(runs["backend"])) == ["postgres", "sqlite"]
+    assert (
+        (runs["distinct"] == 30).all()
+        and (runs["duplicates"] == 0).all()
+        and (runs["left_in_store"] == 0).all()
+    )
+    summary = lab.drain_summary(runs)
+    assert list(summary.index) == [1, 2]
+    assert list(summary.columns) == ["SQLite jobs/s", "PostgreSQL jobs/s", "PostgreSQL / SQLite"]
+    fig = lab.plot_throughput(runs, lab.published_drains())
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "worker processes" and "per second" in ax.get_ylabel()
+    assert tuple(fig.get_size_inches()) == FIGSIZE
+
+
+def test_the_published_run_has_both_backends_at_every_worker_count():
+    published = lab.published_drains()
+    assert published is not None
+    summary, meta = published
+    assert list(summary.index) == [1, 2, 4, 8]
+    assert summary["postgres_jobs_per_s"].gt(0).all() and summary["sqlite_jobs_per_s"].gt(0).all()
+    assert meta["sizes"]["jobs"] >= 1000
+
+
+def test_only_the_servers_clock_keeps_skewed_machines_honest(server, tmp_path):
+    rows = {row.deadlines: row for row in lab.clock_skew(server.url, skew=60.0, lease=0.5, folder=tmp_path)}
+    local = [lab.SKEW_CASES["sqlite"], lab.SKEW_CASES["pg_local"]]
+    for name in local:  # ahead: steals a live lease; behind: leaves a dead worker's job waiting
+        assert rows[name].ahead_takes_live_job and not rows[name].behind_takes_expired_job
+    honest = rows[lab.SKEW_CASES["pg_server"]]
+    assert not honest.ahead_takes_live_job and honest.behind_takes_expired_job
+    table = lab.skew_table(list(rows.values()))
+    assert table.iloc[2].str.contains("wrong").sum() == 0 and table.iloc[0].str.contains("wrong").all()
+
+
+def test_the_panel_runs_a_drain_and_redraws(server, tmp_path, monkeypatch):
+    runs = pd.DataFrame(
+        [
+            {"backend": b, "procs": p, "jobs_per_s": v, "duplicates": 0}
+            for b, p, v in [("sqlite", 1, 100.0), ("postgres", 1, 20.0)]
+        ]
+    )
+    asked = {}
+
+    def fake_drain(url, procs, jobs, **kwargs):
+        asked.update(procs=procs, jobs=jobs)
+        return runs
+
+    monkeypatch.setattr(lab, "drain_by_workers", fake_drain)
+    box = lab.panel(server.url, initial=runs, folder=tmp_path)
+    assert box.image.value  # the initial chart
+    box.controls["jobs"].value = 500
+    box.controls["procs"].value = (1,)
+    box.button.click()
+    assert asked == {"procs": (1,), "jobs": 500}
+    assert "SQLite 100 jobs/s" in box.status.value and not box.button.disabled
