@@ -1,6 +1,7 @@
 """A model-checked queue: hypothesis drives JobQueue and a small pure-Python model of it,
-on the same fake clock, through random sequences of every operation, and after each
-step the two must agree on every job and the queue's invariants must hold.
+on the same fake clock, through random sequences of every operation (priorities, named
+queues, cancellation, periodic ticks and purges included), and after each step the two
+must agree on every job and the queue's invariants must hold.
 
 The same machine runs on PostgreSQL (PgJobQueue, with the clock injected): only how
 the queue is opened and how the ledger row is written differ."""
@@ -28,8 +29,9 @@ from hypothesis.stateful import (
 )
 
 from labqueue import FakeClock, Job, JobQueue
+from labqueue.errors import CannotCancel, JobNotFound
 from labqueue.lab.demo_handlers import LEDGER_TABLE, ledger_effect
-from labqueue.queue import MAX_ERROR_CHARS
+from labqueue.queue import MAX_ERROR_CHARS, period_key, period_start
 from labqueue.sql import LAST_ATTEMPT_EXPIRED
 
 LEASE = 30.0
@@ -46,6 +48,8 @@ class ModelJob:
     visible_at: float
     dedupe_key: str | None
     created_at: float
+    priority: int = 0
+    queue: str = "default"
     state: str = "queued"
     attempts: int = 0
     lease_token: str | None = None
@@ -60,19 +64,49 @@ class QueueModel:
 
     def __init__(self) -> None:
         self.jobs: dict[int, ModelJob] = {}
+        self.last_id = 0  # ids are never handed out twice, even after a purge
 
-    def enqueue(self, kind, now, delay, max_attempts, dedupe_key) -> int | None:
+    def enqueue(self, kind, now, delay, max_attempts, dedupe_key, priority=0, queue="default") -> int | None:
         if dedupe_key is not None and any(j.dedupe_key == dedupe_key for j in self.jobs.values()):
             return None
-        job_id = len(self.jobs) + 1
-        self.jobs[job_id] = ModelJob(kind, max_attempts, now + delay, dedupe_key, now)
-        return job_id
+        self.last_id += 1
+        self.jobs[self.last_id] = ModelJob(kind, max_attempts, now + delay, dedupe_key, now, priority, queue)
+        return self.last_id
 
-    def ready(self, now: float) -> list[int]:
-        live = [i for i, j in self.jobs.items() if j.state in ("queued", "running") and j.visible_at <= now]
-        return sorted(live, key=lambda i: (self.jobs[i].visible_at, i))
+    def ready(self, now: float, queues: list[str] | None = None) -> list[int]:
+        live = [
+            i
+            for i, j in self.jobs.items()
+            if j.state in ("queued", "running")
+            and j.visible_at <= now
+            and (queues is None or j.queue in queues)
+        ]
+        return sorted(live, key=lambda i: (-self.jobs[i].priority, self.jobs[i].visible_at, i))
 
-    def claim(self, now: float, worker: str, limit: int) -> list[int]:
+    def cancel(self, job_id: int, now: float) -> str:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.state not in ("queued", "running"):
+            raise CannotCancel(job_id)
+        was = job.state
+        job.state, job.finished_at, job.lease_token = "cancelled", now, None
+        return was
+
+    def purgeable(self, now: float, older_than: float, states: tuple[str, ...]) -> set[int]:
+        """What a purge may remove: finished in one of `states` at least `older_than` ago,
+        and not the newest row."""
+        newest = max(self.jobs, default=0)
+        return {
+            i
+            for i, j in self.jobs.items()
+            if j.state in states
+            and j.finished_at is not None
+            and j.finished_at <= now - older_than
+            and i != newest
+        }
+
+    def claim(self, now: float, worker: str, limit: int, queues: list[str] | None = None) -> list[int]:
         for job in self.jobs.values():  # a last lease that ran out retires the job
             if job.state == "running" and job.attempts >= job.max_attempts and job.visible_at <= now:
                 job.state, job.lease_token, job.finished_at = "dead", None, now
@@ -80,7 +114,7 @@ class QueueModel:
                 job.last_error = LAST_ATTEMPT_EXPIRED + (
                     "" if previous is None else f"; previous error: {previous}"
                 )
-        return self.ready(now)[:limit]
+        return self.ready(now, queues)[:limit]
 
     def lease(self, ids: list[int], now: float, worker: str, token: str) -> None:
         for i in ids:
@@ -89,8 +123,8 @@ class QueueModel:
             job.lease_token, job.worker = token, worker
 
     def holds(self, handle: Job) -> bool:
-        job = self.jobs[handle.id]
-        return job.state == "running" and job.lease_token == handle.lease_token
+        job = self.jobs.get(handle.id)  # None once purged
+        return job is not None and job.state == "running" and job.lease_token == handle.lease_token
 
     def complete(self, handle: Job, now: float, effect: bool) -> bool:
         if not self.holds(handle):
@@ -148,6 +182,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.model = QueueModel()
         self.ever_done: set[int] = set()
         self.tokens_seen: set[str] = set()
+        self.purged: dict[int, ModelJob] = {}
+        self.clock_went_back = False  # purges may then stop early (ids no longer follow created_at)
 
     def open_queue(self, **settings) -> JobQueue:
         self.folder = Path(tempfile.mkdtemp(prefix="labqueue-model-"))
@@ -170,11 +206,37 @@ class QueueMachine(RuleBasedStateMachine):
         delay=st.sampled_from([0.0, 0.0, 5.0, LEASE, 100.0]),
         max_attempts=st.sampled_from([None, None, 1, 2]),
         dedupe_key=st.sampled_from([None, None, "signup-ada", "signup-bob"]),
+        priority=st.sampled_from([0, 0, 5, -1]),
+        queue=st.sampled_from(["default", "default", "mail"]),
     )
-    def enqueue(self, delay: float, max_attempts: int | None, dedupe_key: str | None) -> None:
-        got = self.q.enqueue("credit", {}, delay=delay, max_attempts=max_attempts, dedupe_key=dedupe_key)
+    def enqueue(
+        self,
+        delay: float,
+        max_attempts: int | None,
+        dedupe_key: str | None,
+        priority: int = 0,
+        queue: str = "default",
+    ) -> None:
+        got = self.q.enqueue(
+            "credit",
+            {},
+            delay=delay,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            priority=priority,
+            queue=queue,
+        )
         attempts = MAX_ATTEMPTS if max_attempts is None else max_attempts
-        assert got == self.model.enqueue("credit", self.clock.now, delay, attempts, dedupe_key)
+        assert got == self.model.enqueue(
+            "credit", self.clock.now, delay, attempts, dedupe_key, priority, queue
+        )
+
+    @rule()
+    def every(self) -> None:
+        """A periodic schedule's tick: one job per minute, by its dedupe key."""
+        key = period_key("report", period_start(self.clock.now, 60.0))
+        got = self.q.every("report", 60)
+        assert got == self.model.enqueue("report", self.clock.now, 0.0, MAX_ATTEMPTS, key)
 
     @rule(n=st.integers(1, 3))
     def enqueue_many(self, n: int) -> None:
@@ -184,10 +246,15 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- consuming -------------------------------------------------------------------
 
-    @rule(target=handles, worker=st.sampled_from(["w1", "w2", "w3"]), limit=st.integers(1, 3))
-    def claim(self, worker: str, limit: int):
-        expected = self.model.claim(self.clock.now, worker, limit)
-        jobs = self.q.claim(worker, limit=limit)
+    @rule(
+        target=handles,
+        worker=st.sampled_from(["w1", "w2", "w3"]),
+        limit=st.integers(1, 3),
+        queues=st.sampled_from([None, None, ["mail"], ["default", "mail"], ["other"]]),
+    )
+    def claim(self, worker: str, limit: int, queues: list[str] | None):
+        expected = self.model.claim(self.clock.now, worker, limit, queues)
+        jobs = self.q.claim(worker, limit=limit, queues=queues)
         assert [j.id for j in jobs] == sorted(expected)
         if jobs:
             token = jobs[0].lease_token
@@ -220,9 +287,38 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- time and operations -------------------------------------------------------------
 
+    @rule(job_id=st.integers(1, 12))
+    def cancel(self, job_id: int) -> None:
+        try:
+            expected = self.model.cancel(job_id, self.clock.now)
+        except (JobNotFound, CannotCancel) as refusal:
+            with pytest.raises(type(refusal)):
+                self.q.cancel(job_id)
+        else:
+            assert self.q.cancel(job_id) == expected
+
+    @rule(
+        older_than=st.sampled_from([0.0, LEASE, 600.0]),
+        states=st.sampled_from([("done",), ("done", "dead", "cancelled")]),
+        batch=st.sampled_from([1, 2, 5]),
+    )
+    def purge(self, older_than: float, states: tuple[str, ...], batch: int) -> None:
+        allowed = self.model.purgeable(self.clock.now, older_than, states)
+        before = {r[0] for r in self.q.db.execute("SELECT id FROM jobs")}
+        result = self.q.purge(older_than, states=states, batch=batch)
+        removed = before - {r[0] for r in self.q.db.execute("SELECT id FROM jobs")}
+        assert result.removed == len(removed)
+        assert removed <= allowed, "a purge removed a job it must keep"
+        if not self.clock_went_back:  # ids follow created_at: the walk reaches every old job
+            assert removed == allowed
+        for job_id in removed:  # gone from the table; what its effect wrote stays
+            self.purged[job_id] = self.model.jobs.pop(job_id)
+        self.ever_done -= removed
+
     @rule(step=st.sampled_from(CLOCK_STEPS))
     def move_clock(self, step: float) -> None:
         self.clock.advance(step)
+        self.clock_went_back |= step < 0
 
     @rule(pick=st.one_of(st.none(), st.lists(st.integers(1, 12), max_size=4)))
     def requeue_dead(self, pick: list[int] | None) -> None:
@@ -245,7 +341,7 @@ class QueueMachine(RuleBasedStateMachine):
     def every_job_agrees_with_the_model(self) -> None:
         rows = self.q.db.execute(
             "SELECT id, state, attempts, max_attempts, visible_at, lease_token, worker, last_error,"
-            " finished_at, dedupe_key FROM jobs ORDER BY id"
+            " finished_at, dedupe_key, priority, queue FROM jobs ORDER BY id"
         ).fetchall()
         assert [r[0] for r in rows] == sorted(self.model.jobs)
         for row in rows:
@@ -261,6 +357,8 @@ class QueueMachine(RuleBasedStateMachine):
                 job.last_error,
                 job.finished_at,
                 job.dedupe_key,
+                job.priority,
+                job.queue,
             )
             assert got == want, f"job {row[0]}: queue {got} != model {want}"
 
@@ -268,9 +366,13 @@ class QueueMachine(RuleBasedStateMachine):
     def the_same_jobs_are_visible(self) -> None:
         now = self.clock.now
         # Written apart from the queue's SQL: not finished, and due by now, earliest first.
-        rows = self.q.db.execute("SELECT id, visible_at, state FROM jobs").fetchall()
-        due = [(at, i) for i, at, state in rows if at <= now and state not in ("done", "dead")]
-        assert [i for _, i in sorted(due)] == self.model.ready(now)
+        rows = self.q.db.execute("SELECT id, visible_at, state, priority FROM jobs").fetchall()
+        due = [
+            (-p, at, i)
+            for i, at, state, p in rows
+            if at <= now and state not in ("done", "dead", "cancelled")
+        ]
+        assert [i for *_, i in sorted(due)] == self.model.ready(now)
 
     @invariant()
     def the_queue_invariants_hold(self) -> None:
@@ -290,10 +392,11 @@ class QueueMachine(RuleBasedStateMachine):
         ledger: dict[int, list[int]] = {}
         for job_id, attempt in db.execute("SELECT job_id, attempt FROM ledger"):
             ledger.setdefault(job_id, []).append(attempt)
-        assert set(ledger) <= done
+        assert set(ledger) <= done | set(self.purged)
         for job_id, attempts in ledger.items():
-            assert attempts == self.model.jobs[job_id].effects
-            assert attempts == [self.model.jobs[job_id].attempts]
+            job = self.model.jobs.get(job_id) or self.purged[job_id]
+            assert attempts == job.effects
+            assert attempts == [job.attempts]
 
 
 class PostgresQueueMachine(QueueMachine):
@@ -307,7 +410,9 @@ class PostgresQueueMachine(QueueMachine):
 
         q = PgJobQueue(self.url, schema=self.schema, **settings)
         q.db.execute("DROP TABLE IF EXISTS ledger")
-        q.db.execute("TRUNCATE jobs RESTART IDENTITY")  # ids start at 1 again, as the model's do
+        q.db.execute(
+            "TRUNCATE jobs, jobs_archive RESTART IDENTITY"
+        )  # ids start at 1 again, as the model's do
         return q
 
     def ledger_effect(self, handle: Job):
