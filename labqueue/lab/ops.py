@@ -26,6 +26,8 @@ from .assets import DPI, FIGSIZE, figure_png
 from .demo_handlers import DEMO_HANDLERS, HANDLERS, LEDGER_TABLE
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
+# The demo's named queues: payments apart from the rest, so the dashboard has two to show.
+DEMO_QUEUES: dict[str, str] = {"credit": "payments"}
 DEMO_MAX_ATTEMPTS = 3
 SERIES = ("queued", "running", "ready_now", "dead")
 CHART_SECONDS = 0.5  # the widget redraws its chart at most this often
@@ -43,6 +45,17 @@ SELECT COALESCE(SUM(state = 'queued'), 0)                                       
 """
 LEDGER_ROWS = "SELECT job_id, COUNT(*) AS n FROM ledger GROUP BY job_id"
 JOBS_BY_KIND = "SELECT kind, state, COUNT(*) AS n FROM jobs GROUP BY kind, state ORDER BY kind, state"
+# queue_stats()'s ground truth, per named queue, by a full scan.
+TRUE_BY_QUEUE = """
+SELECT queue,
+       SUM(state = 'queued') AS queued,
+       SUM(state = 'running') AS running,
+       SUM(state IN ('queued', 'running') AND visible_at <= :now) AS ready_now
+  FROM jobs
+ GROUP BY queue
+HAVING SUM(state IN ('queued', 'running')) > 0
+ ORDER BY queue
+"""
 
 
 def fill_demo_queue(
@@ -51,9 +64,11 @@ def fill_demo_queue(
     *,
     seed: int = 0,
     max_attempts: int = DEMO_MAX_ATTEMPTS,
+    queues: Mapping[str, str] = DEMO_QUEUES,
 ) -> Path:
-    """A fresh queue holding `mix` (kind -> count) shuffled with `seed`, plus the ledger table
-    the credit handler writes to. Returns the path, ready for the dashboard."""
+    """A fresh queue holding `mix` (kind -> count) shuffled with `seed`, each kind in its
+    named queue (`queues`, else "default"), plus the ledger table the credit handler
+    writes to. Returns the path, ready for the dashboard."""
     unknown = sorted(k for k in mix if k not in HANDLERS)
     if unknown:
         raise InvalidArgument(f"mix names kinds with no handler: {', '.join(map(repr, unknown))}")
@@ -65,7 +80,7 @@ def fill_demo_queue(
     with JobQueue(path, max_attempts=max_attempts) as q:
         q.db.execute(LEDGER_TABLE)
         for n, kind in enumerate(kinds):
-            q.enqueue(kind, {"n": n})
+            q.enqueue(kind, {"n": n}, queue=queues.get(kind, "default"))
     return Path(path)
 
 
@@ -94,6 +109,33 @@ def jobs_table(q: JobQueue) -> Any:
     live = table["state"].isin(["queued", "running"])
     table.loc[~live, "visible_in_s"] = None
     return table.set_index("id")
+
+
+COUNTED = ("queued", "running", "ready_now")
+
+
+def queue_table(q: JobQueue) -> Any:
+    """queue_stats() per named queue beside the full-scan count, in one snapshot: what a
+    dashboard shows per queue, and whether it is right."""
+    import pandas as pd
+
+    q.db.execute("BEGIN")
+    try:
+        per_queue = q.queue_stats()
+        truth = {r["queue"]: dict(r) for r in q.db.execute(TRUE_BY_QUEUE, {"now": q.clock()})}
+    finally:
+        q.db.execute("COMMIT")
+    rows = []
+    for name in sorted(set(per_queue) | set(truth)):
+        got, want = per_queue.get(name, {}), truth.get(name, {})
+        rows.append(
+            {
+                "queue": name,
+                **{k: got.get(k, 0) for k in ("queued", "running", "ready_now", "oldest_ready_age_s")},
+                "agrees with SQL": all(got.get(k, 0) == want.get(k, 0) for k in COUNTED),
+            }
+        )
+    return pd.DataFrame(rows).set_index("queue")
 
 
 def compare_counts(stats: Mapping[str, Any], truth: Mapping[str, int]) -> Any:
@@ -140,6 +182,7 @@ class Sample:
     done: int
     workers_alive: int
     agrees_with_sql: bool
+    per_queue: str = ""  # "payments 3 queued / 1 running · default ..."
 
 
 class Dashboard:
@@ -216,6 +259,10 @@ class Dashboard:
         now = self.clock()
         with self._open(now) as q:
             stats, truth = read_counts(q)
+            per_queue = " · ".join(
+                f"{name} {row['queued']} queued / {row['running']} running"
+                for name, row in q.queue_stats().items()
+            )
         sample = Sample(
             t=round(now - self.started, 2),
             queued=stats["queued"],
@@ -226,6 +273,7 @@ class Dashboard:
             done=truth["done"],
             workers_alive=self.alive(),
             agrees_with_sql=agrees(stats, truth),
+            per_queue=per_queue,
         )
         with self._lock:
             self.samples.append(sample)
@@ -383,7 +431,8 @@ def _status_html(sample: Sample | None, note: str = "") -> str:
         for k in (*SERIES, "oldest_ready_age_s", "done", "workers_alive")
     )
     check = "stats() = SQL" if sample.agrees_with_sql else "<b>stats() differs from SQL</b>"
-    return f"<table><tr>{cells}</tr></table>t = {sample.t} s · {check} {note}"
+    queues = f"<br>per queue: {sample.per_queue}" if sample.per_queue else ""
+    return f"<table><tr>{cells}</tr></table>t = {sample.t} s · {check} {note}{queues}"
 
 
 def dashboard_panel(dash: Dashboard):

@@ -187,3 +187,14 @@ def test_an_interrupted_drain_stops_the_workers_it_started(tmp_path, monkeypatch
         assert dash.alive() == 0 and dash.procs == [], "no worker is left running"
     finally:
         dash.close()
+
+
+def test_the_queue_table_agrees_with_a_full_scan_per_named_queue(tmp_path):
+    path = ops.fill_demo_queue(tmp_path / "jobs.db", {"credit": 3, "noop": 2}, seed=1)
+    with JobQueue(path) as q:
+        q.claim("w", queues=["payments"])
+        table = ops.queue_table(q)
+    assert list(table.index) == ["default", "payments"]
+    assert table.loc["payments", "queued"] == 2 and table.loc["payments", "running"] == 1
+    assert table.loc["default", "ready_now"] == 2
+    assert table["agrees with SQL"].all()
