@@ -484,9 +484,10 @@ def skew_table(rows: Sequence[SkewRow], skew: float = 60.0) -> Any:
 # -- the widget ------------------------------------------------------------------------------------
 
 
-def panel(url: str, initial: Any = None, folder: str | Path | None = None):
+def panel(initial: Any = None, folder: str | Path | None = None, url: str | None = None):
     """Choose the jobs per drain and the worker counts, press Run: both backends drain at
-    each count and the plot is redrawn. TUTORIAL_JOBS with 1, 2, 4, 8 is the benchmark's size."""
+    each count and the plot is redrawn. TUTORIAL_JOBS with 1, 2, 4, 8 is the benchmark's size.
+    Without `url`, Run uses this kernel's server, starting one again if it was stopped."""
     import ipywidgets as w
 
     jobs = w.Dropdown(
@@ -507,7 +508,8 @@ def panel(url: str, initial: Any = None, folder: str | Path | None = None):
             status.value = (
                 f"draining {jobs.value:,} jobs with {', '.join(map(str, counts))} workers on both ..."
             )
-            runs = drain_by_workers(url, counts, jobs.value, folder=folder, progress=lambda line: None)
+            where = url or server_url()
+            runs = drain_by_workers(where, counts, jobs.value, folder=folder, progress=lambda line: None)
             image.value = figure_png(plot_throughput(runs, published))
             best = runs.groupby("backend")["jobs_per_s"].max()
             status.value = (

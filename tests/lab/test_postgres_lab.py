@@ -109,14 +109,14 @@ def test_the_panel_runs_a_drain_and_redraws(server, tmp_path, monkeypatch):
     asked = {}
 
     def fake_drain(url, procs, jobs, **kwargs):
-        asked.update(procs=procs, jobs=jobs)
+        asked.update(url=url, procs=procs, jobs=jobs)
         return runs
 
     monkeypatch.setattr(lab, "drain_by_workers", fake_drain)
-    box = lab.panel(server.url, initial=runs, folder=tmp_path)
+    box = lab.panel(initial=runs, folder=tmp_path)
     assert box.image.value  # the initial chart
     box.controls["jobs"].value = 500
     box.controls["procs"].value = (1,)
     box.button.click()
-    assert asked == {"procs": (1,), "jobs": 500}
+    assert asked == {"url": server.url, "procs": (1,), "jobs": 500}  # the kernel's server
     assert "SQLite 100 jobs/s" in box.status.value and not box.button.disabled
