@@ -4,6 +4,7 @@
     python tasks.py test       run the whole test suite, notebooks and browser test included
     python tasks.py execute NB [NB ...]   re-run notebooks in place, saving their outputs
     python tasks.py bench [ARGS]          labqueue against its peers (python -m labqueue.bench)
+    python tasks.py bench pg [ARGS]       PostgreSQL beside SQLite (python -m labqueue.bench.pg)
     python tasks.py chaos [ARGS]          a chaos run of any size (python -m labqueue.chaos)
     python tasks.py binder-url [REMOTE] [--ref REF]   the Binder link (and badge) for this repository
 
