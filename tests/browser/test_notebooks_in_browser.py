@@ -728,3 +728,36 @@ def test_the_printed_link_opens_the_first_notebook(browser, lab_server: LabServe
         lab_server.api("DELETE", f"sessions/{session}")
     finally:
         context.close()
+
+
+# --- 15: cancel a running job on the board ---------------------------------------------------
+
+
+@pytest.mark.drives("15")
+def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
+    page = ran_notebook("15")
+    panel = page.panel_of("Cancel job")
+    panel.scroll_into_view_if_needed()
+    assert "t = 10 s" in panel.inner_text()  # the notebook's story, shown until New jobs
+    page.button("New jobs").click()
+    wait_for(panel.inner_text, lambda t: "t = 0 s" in t and "queued 5" in t, "a fresh board")
+    page.button("Step 1 s").click()
+    wait_for(panel.inner_text, lambda t: "w1 claims job 1" in t, "the first step")
+    page.choose(panel, "job", "1")
+    wait_for(lambda: page.chosen(panel, "job"), lambda v: v == "1", "the dropdown")
+
+    page.button("Cancel job").click()
+    wait_for(panel.inner_text, lambda t: "cancel(1) -> 'running'" in t, "the cancel")
+    page.button("Step 1 s").click()
+    page.button("Step 1 s").click()  # t = 3: job 1's heartbeat is refused
+    wait_for(panel.inner_text, lambda t: "heartbeat for job 1: refused" in t, "the refused heartbeat")
+    page.button("Run to the end").click()
+    wait_for(panel.inner_text, lambda t: "done 4, cancelled 1" in t, "the board running out")
+    heads = [h.strip() for h in panel.locator("table th").all_inner_texts()]
+    first = [c.strip() for c in panel.locator("table tr").nth(1).locator("td").all_inner_texts()]
+    row = dict(zip(heads, first, strict=True))
+    assert (row["job"], row["state"], row["ledger rows"]) == ("1", "cancelled", "0"), row
+    assert "heartbeat refused at t=3" in row["what happened"], row
+    print("15 cancel board: job 1 cancelled while running:", row["what happened"])
+    page.screenshot("15_cancel-board", whole=False)
+    assert page.problems() == []
