@@ -199,12 +199,14 @@ UPDATE jobs
 # Which queues a claim takes from. Every claim statement comes in three scopes, built
 # once at import from one text: ALL queues (the tutorial's case, through jobs_ready), ONE
 # named queue (:queue, through jobs_queue_ready, so a worker taking turns between queues
-# never reads another queue's backlog), or SOME queues (:queues, a JSON array, through
-# jobs_ready with the queue as a filter).
+# never reads another queue's backlog), or SOME queues (:queues, a JSON array). SOME reads
+# jobs_ready in the claim's order and filters by queue: the unary + keeps SQLite from
+# looking each queue up in jobs_queue_ready instead, which would sort every ready job of
+# those queues on each claim.
 SCOPES = {
     "all": "",
     "one": "\n                 AND queue = :queue",
-    "some": "\n                 AND queue IN (SELECT value FROM json_each(:queues))",
+    "some": "\n                 AND +queue IN (SELECT value FROM json_each(:queues))",
 }
 
 # Highest priority first, then the tutorial's order: the oldest ready job first.
@@ -263,10 +265,10 @@ SELECT attempts FROM jobs
 # so writers (producers, other workers) carry on while it looks. It is true exactly
 # when a claim would change a row: a ready job in its queues, or an expired lease to retire.
 _READY_PROBE = f"""
-SELECT 1 FROM jobs
- WHERE (state IN ('queued', 'running') AND visible_at <= :now{{scope}})
-    OR ({EXHAUSTED} AND visible_at <= :now)
- LIMIT 1
+SELECT 1
+ WHERE EXISTS (SELECT 1 FROM jobs
+                WHERE state IN ('queued', 'running') AND visible_at <= :now{{scope}})
+    OR EXISTS (SELECT 1 FROM jobs WHERE {EXHAUSTED} AND visible_at <= :now)
 """
 
 
@@ -307,12 +309,12 @@ UPDATE jobs
 """
 
 # The claimed rows again, read as raw bytes: only when a claimed row's text could not
-# be decoded as UTF-8, so that the row alone can be set aside. A claim sets visible_at
-# to :lease_end, so jobs_ready finds the rows without reading finished ones.
+# be decoded as UTF-8, so that the row alone can be set aside. The claimed rows are live,
+# so jobs_ready holds them all and the finished rows are never read.
 CLAIMED_RAW = """
 SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),
        attempts, max_attempts, lease_token, visible_at
-  FROM jobs
+  FROM jobs INDEXED BY jobs_ready
  WHERE state IN ('queued', 'running') AND visible_at = :lease_end
    AND state = 'running' AND lease_token = :token
  ORDER BY id
@@ -453,7 +455,7 @@ SELECT id, kind, payload, state, attempts, max_attempts, last_error,
 
 # Where a purge starts and ends: ids are handed out in increasing order, so the walk
 # covers [first id, last id] and no more.
-ID_RANGE = "SELECT MIN(id), MAX(id) FROM jobs"
+ID_RANGE = "SELECT (SELECT MIN(id) FROM jobs), (SELECT MAX(id) FROM jobs)"  # apart: each one lookup
 # The first job at or after an id, and when it was created: the walk stops early once
 # it reaches jobs created after the cut-off (they cannot have finished before it).
 CREATED_FROM = "SELECT id, created_at FROM jobs WHERE id > ? ORDER BY id LIMIT 1"

@@ -107,13 +107,18 @@ def plan(db: sqlite3.Connection, statement: str) -> str:
 
 
 def queue_statements() -> dict[str, str]:
-    """Every statement in labqueue.sql that the queue runs (not the schema itself)."""
+    """Every statement in labqueue.sql that the queue runs (not the schema itself), the
+    claim's scopes included: CLAIM_IN["one"] is named CLAIM_IN[one]."""
     verbs = ("SELECT", "INSERT", "UPDATE", "DELETE")
-    return {
-        name: value
-        for name, value in vars(sql).items()
-        if name.isupper() and isinstance(value, str) and value.strip().upper().startswith(verbs)
-    }
+    found: dict[str, str] = {}
+    for name, value in vars(sql).items():
+        if not name.isupper() or name.startswith("_"):  # _CLAIM...: the templates of the scopes
+            continue
+        texts = {f"{name}[{k}]": v for k, v in value.items()} if isinstance(value, dict) else {name: value}
+        for label, text in texts.items():
+            if isinstance(text, str) and text.strip().upper().startswith(verbs):
+                found[label] = text
+    return found
 
 
 EXTRA_QUERIES = {

@@ -32,7 +32,7 @@ CLAIM_SEARCH = (
     " ORDER BY visible_at, id LIMIT 1"
 )
 
-#: jobs_ready as the package writes it (labqueue.sql.INDEXES).
+#: jobs_ready as the tutorial writes it (labqueue.sql.INDEXES_V1: schema version 1, before priorities).
 READY_INDEX = """
 CREATE INDEX jobs_ready ON jobs (visible_at, id)
     WHERE state IN ('queued', 'running')
