@@ -761,3 +761,32 @@ def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
     print("15 cancel board: job 1 cancelled while running:", row["what happened"])
     page.screenshot("15_cancel-board", whole=False)
     assert page.problems() == []
+
+
+# --- 14: strict priorities with fewer workers: reports starves ------------------------------
+
+
+@pytest.mark.drives("14")
+def test_fairness_panel_simulates_strict_priorities(ran_notebook) -> None:
+    page = ran_notebook("14")
+    panel = page.panel_of("simulate")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image").first  # completions over time (the waits follow)
+    src = chart.get_attribute("src")
+    assert "the runs above" in panel.inner_text()  # strict and fair from the notebook, until simulate
+    page.choose(panel, "claims", "strict priorities")
+    page.set_slider(panel, "workers", 3)
+    wait_for(
+        lambda: (page.chosen(panel, "claims"), page.slider_value(panel, "workers")),
+        lambda v: v == ("strict priorities", 3),
+        "the controls",
+    )
+
+    page.button("simulate").click()  # the webhook flood: 7 jobs/s against 3
+    status = finished(panel, r"strict: 7 jobs/s arrive, 3 workers serve 3 jobs/s; .*", "the simulation")
+    assert status[0].endswith("reports 0"), status[0]  # the priority-5 flood alone outruns 3 workers
+    assert "fair" not in " ".join(r.get("mode", "") for r in table_rows(panel.locator("table")))
+    new_picture(chart, src)
+    print(f"14 fairness panel: strict, 3 workers: {status[0]}")
+    page.screenshot("14_priorities-strict-3-workers", whole=False)
+    assert page.problems() == []
