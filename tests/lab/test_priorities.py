@@ -154,17 +154,3 @@ def test_every_exercise_has_a_starter_an_answer_and_a_wrong_version():
 
 def test_sql_that_does_not_run_is_not_yet():
     assert "did not run" in nb14.check_claim_order("no_such_column DESC").message
-
-
-def test_a_claim_from_several_queues_reads_only_the_head_of_each(tmp_path):
-    """Its plan sorts (a TEMP B-TREE), yet with LIMIT it reads the same few rows however many
-    jobs are ready in those queues."""
-    steps = []
-    for n_ready in (500, 20_000):
-        path = P.db_path("several", tmp_path)
-        P.seed(path, 0, n_ready)
-        with P.JobQueue(path, schema=None, wake=False) as q:
-            search = P.subselect(P.sql.CLAIM_IN["some"])
-            params = {"now": P.BASE + 10 * n_ready, "limit": 1, "queues": '["mail", "reports"]'}
-            steps.append(P.instructions(q.db, search, params))
-    assert steps[0] == steps[1]
