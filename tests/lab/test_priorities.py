@@ -21,8 +21,9 @@ def test_order_walk_takes_priority_first_then_the_tutorials_order(tmp_path, caps
 
 def test_ready_indexes_are_the_packages():
     text = P.ready_indexes()
-    assert "jobs_ready ON jobs (priority DESC, visible_at, id)" in text
-    assert "jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id)" in text
+    assert "jobs_ready ON jobs (priority DESC, visible_at, id" in text  # the claim's order, first
+    assert "jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id" in text
+    assert "jobs_exhausted" not in text
 
 
 def test_every_scope_searches_an_index(tmp_path):
