@@ -1061,10 +1061,12 @@ def period_key(name: str, start: float) -> str:
 
 def _scope(queues: Sequence[str] | None) -> tuple[str, dict[str, str]]:
     """Which claim statement serves `queues`, and its parameter: every queue, one named
-    queue (through jobs_queue_ready), or several (a JSON array)."""
+    queue (through jobs_queue_ready), the default queue, or several (a JSON array)."""
     names = validate.queue_names(queues)
     if names is None:
         return "all", {}
+    if names == [DEFAULT_QUEUE]:
+        return "default", {}
     if len(names) == 1:
         return "one", {"queue": names[0]}
     return "some", {"queues": json.dumps(names)}

@@ -41,10 +41,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 CLAIM_ORDER = "priority DESC, visible_at, id"
 
 INDEXES = """
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (priority DESC, visible_at, id)
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (priority DESC, visible_at, id, queue)
     WHERE state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id)
-    WHERE state IN ('queued', 'running');
+    WHERE state IN ('queued', 'running') AND queue <> 'default';
 CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
     WHERE state = 'running' AND attempts >= max_attempts;
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
@@ -139,10 +139,12 @@ SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 
 # Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
-# queue (through jobs_queue_ready), or several (an array parameter).
+# queue (through jobs_queue_ready, which leaves out the default queue), the default queue,
+# or several (an array parameter).
 SCOPES = {
     "all": "",
-    "one": "\n                     AND queue = %(queue)s",
+    "one": "\n                     AND queue = %(queue)s AND queue <> 'default'",
+    "default": "\n                     AND queue = 'default'",
     "some": "\n                     AND queue = ANY(%(queues)s::text[])",
 }
 
