@@ -790,3 +790,33 @@ def test_fairness_panel_simulates_strict_priorities(ran_notebook) -> None:
     print(f"14 fairness panel: strict, 3 workers: {status[0]}")
     page.screenshot("14_priorities-strict-3-workers", whole=False)
     assert page.problems() == []
+
+
+# --- 13: a shorter retention, a smaller batch -----------------------------------------------
+
+
+@pytest.mark.drives("13")
+def test_retention_panel_reruns_a_shorter_retention(ran_notebook) -> None:
+    page = ran_notebook("13")
+    panel = page.panel_of("Run")
+    panel.scroll_into_view_if_needed()
+    chart = panel.locator("img.widget-image")
+    src = chart.get_attribute("src")
+    assert "the runs above" in panel.inner_text()  # the notebook's two runs, shown until Run
+    page.set_slider(panel, "retention (s)", 120)
+    page.choose(panel, "batch size", "100")
+    wait_for(
+        lambda: (page.slider_value(panel, "retention (s)"), page.chosen(panel, "batch size")),
+        lambda v: v == (120, "100"),
+        "the controls",
+    )
+
+    page.button("Run").click()  # 30 simulated minutes with retention, then the backlog's first purge
+    line = r"retention 120 s, batch 100, 30 min: file [\d.]+ MB at the end \(without retention [\d.]+ MB\)"
+    status = finished(panel, line + r".*", "the run with a 120 s retention", timeout=120)
+    rows = table_rows(panel.locator("table"))
+    assert [r["run"] for r in rows] == ["no retention", "retention 120 s, batch 100"], rows
+    new_picture(chart, src)
+    print(f"13 retention panel: retention 300 -> 120 s, batch 1,000 -> 100: {status[0]}")
+    page.screenshot("13_retention-120-s-batch-100", whole=False)
+    assert page.problems() == []
