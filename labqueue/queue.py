@@ -1061,7 +1061,8 @@ def period_key(name: str, start: float) -> str:
 
 def _scope(queues: Sequence[str] | None) -> tuple[str, dict[str, str]]:
     """Which claim statement serves `queues`, and its parameter: every queue, one named
-    queue (through jobs_queue_ready), the default queue, or several (a JSON array)."""
+    queue or several (through jobs_queue_ready), the default queue alone or among others
+    (through jobs_ready); see sql.SCOPES."""
     names = validate.queue_names(queues)
     if names is None:
         return "all", {}
@@ -1069,7 +1070,7 @@ def _scope(queues: Sequence[str] | None) -> tuple[str, dict[str, str]]:
         return "default", {}
     if len(names) == 1:
         return "one", {"queue": names[0]}
-    return "some", {"queues": json.dumps(names)}
+    return ("some_default" if DEFAULT_QUEUE in names else "some"), {"queues": json.dumps(names)}
 
 
 def run_migration(db: sqlite3.Connection, step: str) -> None:

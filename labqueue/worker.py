@@ -41,6 +41,9 @@ DEFAULT_BATCH = 10
 # so slow jobs are reported about as soon as they finish and only fast ones are grouped.
 DEFAULT_COMMIT_INTERVAL = 0.05
 LOG_FORMATS = ("text", "json")
+# With --purge-after, how often a worker purges (each worker of a pool does; a purge that
+# finds nothing costs one read).
+DEFAULT_PURGE_EVERY = 60.0
 
 log = logging.getLogger("labqueue.worker")  # the same name when run as __main__
 log.addHandler(logging.NullHandler())  # silent unless the program configures logging (main() does)
@@ -131,6 +134,7 @@ _OUTCOME_WORDS = {
     "queued": "it will be retried after a backoff",
     "dead": "no attempts left: it is dead",
     "lost": "the lease was lost (another worker holds the job now); the result was discarded",
+    "cancelled": "it was cancelled while it ran; its result was discarded",
 }
 
 
@@ -168,7 +172,9 @@ def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler])
 def _log_outcome(report: Finished, outcome: str) -> None:
     """A failure with its outcome (and traceback), or a result discarded for a lost lease."""
     job = report.job
-    if outcome == "lost":
+    if outcome == "cancelled":
+        log.info("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["cancelled"])
+    elif outcome == "lost":
         log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
     elif report.error is not None or outcome != "done":
         log.log(
@@ -261,6 +267,8 @@ def run(
     fair: bool = True,
     schedules: Sequence[Every] = (),
     wake: bool = True,
+    purge_after: float | None = None,
+    purge_every: float = DEFAULT_PURGE_EVERY,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
@@ -279,7 +287,8 @@ def run(
     `schedules` (labqueue.schedule) once per period. Idle, it waits for a producer's hint
     (labqueue.wakeup; wake=False or a platform without it: it polls every `poll` s), at
     most SAFETY_POLL seconds and never past the next job due by the clock or the next
-    schedule's period."""
+    schedule's period. With `purge_after`, it removes done jobs that finished that many
+    seconds ago every `purge_every` seconds (JobQueue.purge: short transactions)."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
@@ -291,6 +300,10 @@ def run(
             f"weights {dict(weights)!r} need fair=True and more than one queue to take turns between"
         )
     scheduler = Scheduler(schedules)
+    if purge_after is not None:
+        purge_after = validate.positive("purge_after", purge_after, allow_zero=True)
+    purge_every = validate.positive("purge_every", purge_every)
+    next_purge = time.monotonic()
     handled = 0
     settings = {
         "max_attempts": max_attempts,
@@ -322,6 +335,8 @@ def run(
         wait = min(wait, scheduler.next_tick(now))
         if give_up_at is not None:
             wait = min(wait, max(give_up_at - time.monotonic(), 0.0))
+        if purge_after is not None:
+            wait = min(wait, max(next_purge - time.monotonic(), 0.0))
         return wait
 
     try:
@@ -341,6 +356,17 @@ def run(
             while True:
                 for job_id in scheduler.tick(q, _queue_now(q)):
                     log.info("worker %s: scheduled job %d enqueued for this period", worker_id, job_id)
+                if purge_after is not None and time.monotonic() >= next_purge:
+                    purged = q.purge(purge_after)
+                    next_purge = time.monotonic() + purge_every
+                    if purged.removed:
+                        log.info(
+                            "worker %s: purged %d done job(s) older than %g s in %d transaction(s)",
+                            worker_id,
+                            purged.removed,
+                            purge_after,
+                            purged.batches,
+                        )
                 if not jobs:
                     if stop.requested:
                         why = "warm stop"
@@ -519,6 +545,19 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "tick (repeatable; missed periods are skipped)",
     )
     parser.add_argument(
+        "--purge-after",
+        type=seconds,
+        metavar="SECONDS",
+        help="remove done jobs that finished this long ago, every --purge-every seconds (default: keep them)",
+    )
+    parser.add_argument(
+        "--purge-every",
+        type=positive_seconds,
+        default=DEFAULT_PURGE_EVERY,
+        metavar="SECONDS",
+        help=f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
+    )
+    parser.add_argument(
         "--no-wake",
         action="store_true",
         help="poll every --poll seconds when idle instead of waiting for producers' hints",
@@ -555,6 +594,8 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         "batch",
         "commit_interval",
         "queues",
+        "purge_after",
+        "purge_every",
         "log_level",
         "log_format",
     )
@@ -583,6 +624,8 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
         "fair": not args.strict,
         "schedules": [parse_every(text) for text in args.every],
         "wake": not args.no_wake,
+        "purge_after": args.purge_after,
+        "purge_every": args.purge_every,
     }
 
 

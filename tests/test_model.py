@@ -250,7 +250,9 @@ class QueueMachine(RuleBasedStateMachine):
         target=handles,
         worker=st.sampled_from(["w1", "w2", "w3"]),
         limit=st.integers(1, 3),
-        queues=st.sampled_from([None, None, ["mail"], ["default", "mail"], ["other"]]),
+        queues=st.sampled_from(
+            [None, None, ["mail"], ["default", "mail"], ["other"], ["mail", "other"], ["default"]]
+        ),
     )
     def claim(self, worker: str, limit: int, queues: list[str] | None):
         expected = self.model.claim(self.clock.now, worker, limit, queues)

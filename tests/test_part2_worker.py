@@ -250,3 +250,47 @@ def test_bad_arguments_get_a_usage_error_and_change_nothing(tmp_path, args, mess
     assert result.returncode == 2, result
     assert message in result.stderr
     assert path.read_bytes() == before
+
+
+def test_a_worker_with_purge_after_removes_old_done_jobs(tmp_path):
+    path = tmp_path / "jobs.db"
+    with JobQueue(path, clock=lambda: 1000.0) as q:  # finished long ago
+        q.enqueue_many("t", [{}] * 5)
+        for job in q.claim("w", limit=5):
+            q.complete(job)
+        q.enqueue("t", "new")
+    ran = []
+    handlers = {"t": lambda job, q: ran.append(job.payload)}
+    worker_loop.run(str(path), "w", 30, idle_exit=0, handlers=handlers, purge_after=3600)
+    with JobQueue(path) as q:
+        assert q.counts()["done"] == 1 and [r.payload for r in q.jobs()] == ['"new"']
+    assert ran == ["new"]
+
+
+def test_purge_after_reaches_every_pool_worker(tmp_path):
+    proc = cli("worker", tmp_path / "jobs.db", "--purge-after", "-1")
+    assert proc.returncode == 2 and "--purge-after" in proc.stderr
+
+
+def test_a_job_cancelled_while_its_worker_runs_it_is_logged_and_the_worker_carries_on(tmp_path, caplog):
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        first, second = q.enqueue("t", 1), q.enqueue("t", 2)
+
+    def handler(job, q):
+        if job.payload == 1:
+            with JobQueue(path) as other:
+                other.cancel(first)  # someone cancels it while it runs
+        return lambda db: db.execute("CREATE TABLE IF NOT EXISTS effects (id)") and db.execute(
+            "INSERT INTO effects VALUES (?)", (job.id,)
+        )
+
+    with caplog.at_level("INFO", logger="labqueue.worker"):
+        handled = worker_loop.run(
+            str(path), "w", 30, idle_exit=0, handlers={"t": handler}, batch=1, wake=False
+        )
+    assert handled == 2
+    with JobQueue(path) as q:
+        assert [q.job(first).state, q.job(second).state] == ["cancelled", "done"]
+        assert [row[0] for row in q.db.execute("SELECT id FROM effects")] == [second]
+    assert f"job {first} (t): it was cancelled while it ran; its result was discarded" in caplog.text

@@ -144,8 +144,9 @@ LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 SCOPES = {
     "all": "",
     "one": "\n                     AND queue = %(queue)s AND queue <> 'default'",
+    "some": "\n                     AND queue = ANY(%(queues)s::text[]) AND queue <> 'default'",
     "default": "\n                     AND queue = 'default'",
-    "some": "\n                     AND queue = ANY(%(queues)s::text[])",
+    "some_default": "\n                     AND queue = ANY(%(queues)s::text[])",
 }
 
 # The claim, in one statement. `retired` turns jobs whose lease ran out on their last
