@@ -15,7 +15,17 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-OWN = ["08_claim_index", "09_throughput", "10_ops", "11_testing", "12_chaos", "16_postgresql"]
+OWN = [
+    "08_claim_index",
+    "09_throughput",
+    "10_ops",
+    "11_testing",
+    "12_chaos",
+    "13_retention",
+    "14_priorities_and_fairness",
+    "15_cancel_schedule_wake",
+    "16_postgresql",
+]
 ANSWER_BLOCK = re.compile(r"<summary>Answer</summary>.*?```python\n(.*?)```", re.S)
 
 
