@@ -59,10 +59,6 @@ CREATE TABLE IF NOT EXISTS chaos_faults (
 """
 
 HELD_JOBS = "SELECT id FROM jobs WHERE state = 'running' AND worker = ? ORDER BY id"
-# On PostgreSQL the workers claim one job at a time. Its claim does not yet set a job that
-# was handed out before apart from the rest of a batch (SQLite's does), so a poison job's
-# retry would crash its whole batch again, and each crash costs every job in it an attempt.
-PG_WORKER_OPTIONS = ("--batch", "1")
 JOB_ROWS = "SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs ORDER BY id"
 
 
@@ -201,7 +197,7 @@ class ChaosResult:
             f"{len(self.jobs)} jobs ({mix}), {c.workers} workers, lease {c.lease:g} s, "
             f"max_attempts {c.max_attempts}, seed {c.seed}"
             + ("" if c.fault_seed is None else f", fault seed {c.fault_seed}")
-            + (", on PostgreSQL (one job per claim)" if is_postgres(self.path) else ""),
+            + (", on PostgreSQL" if is_postgres(self.path) else ""),
             f"faults: {faults}",
             f"finished in {self.elapsed:.1f} s; {len(self.workers)} worker processes started, "
             f"{self.crashed} exited with a crash",
@@ -253,7 +249,6 @@ class Supervisor:
             lease_seconds=config.lease,
             idle_exit=config.idle_exit,
             handlers=(DEMO_HANDLERS,),
-            options=PG_WORKER_OPTIONS if is_postgres(path) else (),
         )
         self.lives: list[WorkerLife] = []
         self.life: dict[str, WorkerLife] = {}  # by worker name
