@@ -864,6 +864,8 @@ class JobQueue:
 
         The table is walked by id in windows of `batch` rows, each window its own short
         write transaction, so producers and workers wait at most one window's work.
+        (`longest_hold_s` is measured around BEGIN ... COMMIT, so it also counts the WAL
+        checkpoint a COMMIT sometimes runs; that runs after the write lock is released.)
         Queued and running jobs are never removed, nor is the newest row (ids are never
         handed out twice). With `archive`, each removed row is first copied to the
         jobs_archive table in the same transaction. Freed pages stay in the file for
@@ -915,9 +917,11 @@ class JobQueue:
         before = self.space()
         if before["auto_vacuum"] != 2 or not before["freelist_count"]:
             return 0
-        # A PRAGMA takes no parameters; the count was checked as a whole number.
+        # A PRAGMA takes no parameters; the count was checked as a whole number. It frees one
+        # page per step and returns no rows, so Python's execute() would step it once: a
+        # script runs it to the end (in autocommit, as this connection is between writes).
         count = "" if pages is None else f"({int(pages)})"
-        self._retry_busy(lambda: self.db.execute(f"PRAGMA incremental_vacuum{count}").fetchall())
+        self._retry_busy(lambda: self.db.executescript(f"PRAGMA incremental_vacuum{count};"))
         return before["freelist_count"] - self.space()["freelist_count"]
 
     def vacuum(self) -> None:

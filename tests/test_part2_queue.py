@@ -282,3 +282,19 @@ def test_keepalive_tells_a_cancelled_job_from_a_lost_lease(tmp_path):
                 time.sleep(0.01)
         assert hb.lost.is_set() and hb.cancelled.is_set()
         assert hb2.lost.is_set() and not hb2.cancelled.is_set()
+
+
+def test_reclaim_space_hands_every_free_page_back_in_one_call(tmp_path, clock):
+    from labqueue import JobQueue
+
+    with JobQueue(tmp_path / "jobs.db", clock=clock) as q:
+        q.enqueue_many("t", [{"pad": "x" * 500}] * 2000)
+        finish_all(q, "done")
+        clock.advance(100)
+        q.enqueue("t", "newest")
+        assert q.purge(10).removed == 2000
+        free = q.space()["freelist_count"]
+        assert free > 100
+        assert q.reclaim_space() == free
+        assert q.space()["freelist_count"] == 0
+        assert q.reclaim_space() == 0
