@@ -309,8 +309,10 @@ def drain_summary(runs: Any) -> Any:
     """Median jobs/s per backend and number of workers, with the PostgreSQL / SQLite ratio."""
     table = runs.pivot_table(index="procs", columns="backend", values="jobs_per_s", aggfunc="median")
     table = table.rename(columns={"sqlite": "SQLite jobs/s", "postgres": "PostgreSQL jobs/s"})
-    table = table[["SQLite jobs/s", "PostgreSQL jobs/s"]].round(0)
-    table["PostgreSQL / SQLite"] = (table["PostgreSQL jobs/s"] / table["SQLite jobs/s"]).round(2)
+    table = table[["SQLite jobs/s", "PostgreSQL jobs/s"]]
+    ratio = (table["PostgreSQL jobs/s"] / table["SQLite jobs/s"]).round(2)
+    table = table.round(0).astype("Int64")  # whole jobs per second (Int64: a missing drain shows as <NA>)
+    table["PostgreSQL / SQLite"] = ratio
     table.index.name = "workers"
     table.columns.name = None
     return table
