@@ -252,6 +252,19 @@ def test_the_wakeup_bench_runs_every_mode_and_picks_up_every_job(short_tmp):
     assert all(mode.label in text for mode in bench.MODES)
 
 
+def test_the_wakeup_bench_measures_labqueue_worker_processes_too(short_tmp):
+    sizes = bench.Sizes(jobs=3, idle_seconds=0.2, max_gap=0.02, real_worker=True)
+    results = bench.run(sizes, folder=short_tmp)
+    rows = {row["mode"]: row for row in results["modes"]}
+    assert sorted(rows) == sorted(mode.key for mode in bench.MODES)
+    for row in rows.values():
+        assert row["picked"] == row["jobs"] == 3
+        assert row["idle_cpu_ms_per_s"] is not None
+    assert bench.report(results).startswith("measured on labqueue worker processes")
+    command = bench.worker_command(bench.MODES_BY_KEY["poll_1s"], short_tmp / "q.db")
+    assert command[-3:] == ["--no-wake", "--poll", "1.0"]
+
+
 def test_nearest_rank_percentiles():
     assert bench.nearest_rank([], 0.95) is None
     assert bench.nearest_rank([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0

@@ -1,6 +1,7 @@
 """Pick-up latency and idle CPU of one idle worker: polling at 50 ms, at 1 s, and wake-up hints.
 
     python -m labqueue.bench.wakeup [--jobs N] [--idle SECONDS] [--max-gap SECONDS] [--seed S] [--out FILE]
+                                    [--real-worker]
 
 For each way of waiting, one spawned worker process runs this module's idle loop on a
 fresh database: if q.any_ready(), claim and complete; else wait. It first sits idle for
@@ -11,6 +12,12 @@ moments, calls wakeup.notify() after each COMMIT (in every mode, so producers co
 same), and notes when each enqueue returned; the worker notes when each claim returned,
 in the completing transaction. Pick-up latency is the difference (time.time, one
 machine). On a shared, loaded machine every figure grows: compare them within one run.
+
+With --real-worker the three ways are measured on the worker as shipped instead: one
+`labqueue worker` process per mode (`--no-wake --poll 0.05`, `--no-wake --poll 1`, and the
+default, which waits for hints), running labqueue.bench.wakeup_handlers, whose handler
+records when the job reached it. Its idle CPU is read from outside (psutil, the kernel's
+clock ticks: about 10 ms resolution, so the idle stretch should be long).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +43,7 @@ from typing import Any
 
 from ..procs import kill_tree
 from ..queue import JobQueue
-from ..wakeup import SAFETY_POLL, Waiter, notify
+from ..wakeup import SAFETY_POLL, Waiter, notify, wake_folder
 from ..worker import positive_seconds, whole_number
 
 START_TIMEOUT_SECONDS = 120.0
@@ -83,6 +91,7 @@ class Sizes:
     idle_seconds: float = 5.0
     max_gap: float = 0.2
     seed: int = 16
+    real_worker: bool = False
 
 
 # -- the worker process ----------------------------------------------------------------
@@ -223,6 +232,48 @@ def nearest_rank(ordered: list[float], fraction: float) -> float | None:
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
+# -- the worker as shipped ---------------------------------------------------------------
+
+
+def worker_command(mode: Mode, db: Path) -> list[str]:
+    """`labqueue worker` for one way of waiting: its default waits for hints."""
+    command = [sys.executable, "-m", "labqueue", "worker", str(db), "--id", f"bench-{mode.key}"]
+    command += ["--handlers", "labqueue.bench.wakeup_handlers", "--batch", "1", "--lease", "30"]
+    return command + ([] if mode.wake else ["--no-wake", "--poll", str(mode.poll)])
+
+
+def measure_real_worker(mode: Mode, folder: Path, sizes: Sizes, rng: random.Random) -> dict[str, Any]:
+    """One `labqueue worker` process: let it settle, read its CPU over the idle stretch,
+    feed it jobs at random moments, stop it with SIGTERM."""
+    import psutil
+
+    db = fresh_database(folder / f"wakeup-real-{mode.key}.db")
+    worker = subprocess.Popen(
+        worker_command(mode, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        settle_until = time.monotonic() + START_TIMEOUT_SECONDS
+        folder_of = wake_folder(db)
+        while mode.wake and not (folder_of and folder_of.exists() and any(folder_of.glob("*.sock"))):
+            if time.monotonic() > settle_until or worker.poll() is not None:
+                raise RuntimeError(f"{mode.key}: the worker never began waiting for hints")
+            time.sleep(RESULT_POLL_SECONDS)
+        time.sleep(1.0)  # past its imports and its first looks
+        process = psutil.Process(worker.pid)
+        before, started = sum(process.cpu_times()[:2]), time.time()
+        time.sleep(sizes.idle_seconds)
+        idle = (sum(process.cpu_times()[:2]) - before, time.time() - started)
+        enqueued = produce(db, sizes, rng)
+        claimed = await_pickups(db, len(enqueued), deadline=time.monotonic() + 2 * mode.poll + 10.0)
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            kill_tree(worker)
+    return summarize(mode, enqueued, claimed, idle)
+
+
 # -- the whole run ------------------------------------------------------------------------
 
 
@@ -237,9 +288,10 @@ def run(
         where = Path(folder or stack.enter_context(tempfile.TemporaryDirectory()))
         where.mkdir(parents=True, exist_ok=True)
         rows = []
+        measure = measure_real_worker if sizes.real_worker else measure_mode
         for mode in MODES:
             progress(f"{mode.label}: {sizes.idle_seconds:g} s idle, then {sizes.jobs} jobs")
-            rows.append(measure_mode(mode, where, sizes, rng))
+            rows.append(measure(mode, where, sizes, rng))
     return {"sizes": vars(sizes), "when": time.time(), "machine": machine(), "modes": rows}
 
 
@@ -253,7 +305,9 @@ def report(results: dict[str, Any]) -> str:
     """The figures side by side, with ratios to wake-up and the issue's two goals."""
     rows = results["modes"]
     base = next(row for row in rows if row["mode"] == BASELINE)
+    who = "labqueue worker processes" if results["sizes"].get("real_worker") else "the bench's idle loop"
     lines = [
+        f"measured on {who}",
         f"{'way of waiting':<34}{'picked':>8}{'median ms':>11}{'p95 ms':>9}{'max ms':>9}"
         f"{'idle CPU ms/s':>15}{'median/wake':>13}{'CPU/wake':>10}",
     ]
@@ -299,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     add("--max-gap", type=positive_seconds, default=defaults.max_gap, help="longest gap, s (default 0.2)")
     add("--seed", type=int, default=defaults.seed, help="the gaps' random seed (default 16)")
     add("--out", help="also write the results, every latency included, as JSON here")
+    add("--real-worker", action="store_true", help="measure `labqueue worker` processes as shipped")
     args = parser.parse_args(argv)
-    sizes = Sizes(args.jobs, args.idle, args.max_gap, args.seed)
+    sizes = Sizes(args.jobs, args.idle, args.max_gap, args.seed, args.real_worker)
     results = run(sizes, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(report(results))
     if args.out:
