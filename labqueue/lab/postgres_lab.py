@@ -74,7 +74,7 @@ def start_server() -> Server:
     stack = contextlib.ExitStack()
     started = time.perf_counter()
     try:
-        url = stack.enter_context(throwaway_server(tcp=True))
+        url = stack.enter_context(throwaway_server(tcp=True, watchdog=True))  # gone with the kernel
         with psycopg.connect(url) as db:
             version = db.execute("SHOW server_version").fetchone()[0]
     except BaseException:

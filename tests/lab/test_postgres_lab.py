@@ -120,3 +120,45 @@ def test_the_panel_runs_a_drain_and_redraws(server, tmp_path, monkeypatch):
     box.button.click()
     assert asked == {"url": server.url, "procs": (1,), "jobs": 500}  # the kernel's server
     assert "SQLite 100 jobs/s" in box.status.value and not box.button.disabled
+
+
+KERNEL = """
+import time
+from labqueue.lab import postgres_lab as lab
+import psycopg
+server = lab.start_server()
+with psycopg.connect(server.url) as db:
+    print(db.execute("SHOW data_directory").fetchone()[0], flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_kernels_server_is_stopped_and_its_folder_deleted(monkeypatch):
+    """A kernel that is killed runs no cleanup: the watchdog stops its server instead."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    from labqueue.postgres.server import ENV_URL
+
+    if os.environ.get(ENV_URL):
+        pytest.skip(f"{ENV_URL} names the server: nothing is started, nothing to stop")
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], stdout=subprocess.PIPE, text=True)
+    try:
+        data = Path(kernel.stdout.readline().strip())
+        postmaster = psutil.Process(int((data / "postmaster.pid").read_text().split()[0]))
+        kernel.send_signal(signal.SIGKILL)
+        kernel.wait(10)
+        deadline = time.monotonic() + 30
+        while (postmaster.is_running() or data.exists()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not postmaster.is_running() or postmaster.status() == psutil.STATUS_ZOMBIE
+        assert not data.exists() and not data.parent.exists()
+    finally:
+        kernel.kill()
