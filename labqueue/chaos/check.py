@@ -5,13 +5,14 @@ Kept apart from the supervisor, so each rule can be tested on hand-made rows."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..sql import LAST_ATTEMPT_EXPIRED
 
 TUTORIAL_MIX: dict[str, int] = {"credit": 260, "slow": 6, "poison": 10, "bad": 24}
 EXPECTED_STATE = {"credit": "done", "slow": "done", "poison": "dead", "bad": "dead"}
+LEDGER_KINDS = ("credit", "slow")  # the kinds whose effect writes one ledger row
 SLOW_STALL_SECONDS = 2.0  # labqueue.lab.demo_handlers.slow stalls this long on attempt 1
 CREDIT_TIMEOUT_EVERY = 20  # labqueue.lab.demo_handlers.credit fails attempt 1 of every 20th job id
 
@@ -75,15 +76,22 @@ def check_run(
     *,
     lease: float,
     drained: bool,
+    cancelled: Collection[int] = (),
+    scheduled: tuple[str, Sequence[str]] | None = None,
 ) -> list[Check]:
     """Every invariant of the run. `ledger` holds (job_id, attempt) rows, `hits` the
-    number of injected faults that caught each job in a worker's hands."""
+    number of injected faults that caught each job in a worker's hands. Part 2:
+    `cancelled` the jobs the run cancelled, `scheduled` the scheduled kind and every
+    dedupe key its jobs carried (their own rules below)."""
     rows = Counter(job_id for job_id, _ in ledger)
     attempt_of = dict(ledger)
-    live = [j.id for j in jobs if j.state in ("queued", "running")]
+    cancelled = set(cancelled)
+    periodic = scheduled[0] if scheduled else None
+    # A scheduled job enqueued as the run stopped may be left live: the schedule never ends.
+    live = [j.id for j in jobs if j.state in ("queued", "running") and j.kind != periodic]
     checks = [Check("nothing is left queued or running", drained and not live, _first(live))]
 
-    should_succeed = [j for j in jobs if EXPECTED_STATE.get(j.kind) == "done"]
+    should_succeed = [j for j in jobs if EXPECTED_STATE.get(j.kind) == "done" and j.id not in cancelled]
     lost = [
         j.id
         for j in should_succeed
@@ -93,7 +101,7 @@ def check_run(
         Check("every credit and slow job is done with exactly one ledger row", not lost, _first(lost))
     )
 
-    twice = [j.id for j in jobs if rows[j.id] != (1 if j.state == "done" else 0)]
+    twice = [j.id for j in jobs if rows[j.id] != (1 if j.state == "done" and j.kind in LEDGER_KINDS else 0)]
     checks.append(
         Check("no job's effect was applied twice, and no dead job has one", not twice, _first(twice))
     )
@@ -103,7 +111,7 @@ def check_run(
         Check("every recorded effect is from the job's last attempt", not superseded, _first(superseded))
     )
 
-    should_die = [j for j in jobs if EXPECTED_STATE.get(j.kind) == "dead"]
+    should_die = [j for j in jobs if EXPECTED_STATE.get(j.kind) == "dead" and j.id not in cancelled]
     alive = [j.id for j in should_die if not (j.state == "dead" and j.attempts == j.max_attempts)]
     checks.append(Check("every poison and bad job is dead after max_attempts", not alive, _first(alive)))
 
@@ -121,6 +129,27 @@ def check_run(
             _first(stale_won),
         )
     )
+    if cancelled:
+        by_id = {j.id: j for j in jobs}
+        wrong = sorted(i for i in cancelled if by_id[i].state != "cancelled" or rows[i])
+        checks.append(
+            Check("every job the run cancelled ended cancelled, with no effect", not wrong, _first(wrong))
+        )
+    stray = [j.id for j in jobs if j.state == "cancelled" and j.id not in cancelled]
+    if cancelled or stray:  # a run without cancels keeps the tutorial's seven checks
+        checks.append(Check("no job is cancelled that the run did not cancel", not stray, _first(stray)))
+    if scheduled:
+        kind, keys = scheduled
+        repeated = sorted(key for key, n in Counter(keys).items() if n > 1)
+        own = [j for j in jobs if j.kind == kind]
+        failed = [j.id for j in own if j.state == "dead"]
+        checks.append(
+            Check(
+                f"one {kind} job per period of the schedule ({len(own)} periods), none dead",
+                not repeated and not failed and len(keys) == len(own) > 0,
+                _first(repeated + failed),
+            )
+        )
     return checks
 
 

@@ -3,6 +3,7 @@ supervisor replaces the ones that die and, if asked, kills and freezes them at r
 
     python -m labqueue.chaos                        # the course's 300-job run
     python -m labqueue.chaos --jobs 5000 --kill-every 0.5 --pause-every 2 --seed 7
+    python -m labqueue.chaos --jobs 5000 --kill-every 0.5 --pause-every 2 --part2
 
 Faults come on top of the poison and failing jobs: SIGKILL of a random worker at
 random moments, and SIGSTOP of a random worker for longer than its lease, with SIGCONT
@@ -15,6 +16,14 @@ The queue is a new SQLite file (--db FILE), or PostgreSQL: --db postgresql://...
 database, or --postgres starts a throwaway server listening on 127.0.0.1 and runs in a
 fresh database there. The workers are separate processes that connect over TCP, as
 workers on other machines would.
+
+Part 2 of the course adds its own moving parts, each one opt-in (--part2 turns all on):
+jobs spread over named queues with mixed priorities, which the workers take turns
+between (--queues); the supervisor purging finished jobs into jobs_archive while the
+workers run (--purge-every), and cancelling queued and running jobs at random
+(--cancel-every); and a periodic schedule every worker ticks (--schedule-every). The
+checks then read archived rows beside the live ones, expect every cancelled job to end
+cancelled without an effect, and at most one scheduled job per period, each done.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from pathlib import Path
 import psutil
 
 from ..backends import open_queue
-from ..errors import InvalidArgument
+from ..errors import CannotCancel, InvalidArgument
 from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..lab.scratch import db_path
 from ..pool import Worker, WorkerPool
@@ -59,7 +68,23 @@ CREATE TABLE IF NOT EXISTS chaos_faults (
 """
 
 HELD_JOBS = "SELECT id FROM jobs WHERE state = 'running' AND worker = ? ORDER BY id"
-JOB_ROWS = "SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs ORDER BY id"
+# The run's jobs: live rows and the ones a purge moved to jobs_archive (ids never repeat).
+JOB_ROWS = """
+SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs
+UNION ALL
+SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs_archive
+ORDER BY id
+"""
+SCHEDULE_KEYS = """
+SELECT dedupe_key FROM jobs WHERE kind = ? AND dedupe_key IS NOT NULL
+UNION ALL
+SELECT dedupe_key FROM jobs_archive WHERE kind = ? AND dedupe_key IS NOT NULL
+"""
+LIVE_IDS = "SELECT id FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"
+# Part 2's named queues: the workers take turns, weighted (--queues default,mail:2,bulk).
+PART2_QUEUES = {"default": 1, "mail": 2, "bulk": 1}
+PART2_PRIORITIES = (0, 0, 5, 10)
+SCHEDULED_KIND = "noop"  # labqueue.lab.demo_handlers' no-op: done, no ledger row
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,10 @@ class ChaosConfig:
     fault_seed: int | None = None  # draws the faults' times and victims; None: the same as seed
     idle_exit: float = 1.0
     timeout: float = 600.0
+    queues: bool = False  # spread the jobs over PART2_QUEUES with mixed priorities; workers take turns
+    purge_every: float = 0.0  # the supervisor purges finished jobs into jobs_archive this often
+    cancel_every: float = 0.0  # mean seconds between cancels of a random live job
+    schedule_every: float = 0.0  # every worker ticks a schedule of SCHEDULED_KIND with this period
 
     def __post_init__(self) -> None:
         for name in ("jobs", "workers", "max_attempts"):
@@ -89,7 +118,7 @@ class ChaosConfig:
                 raise InvalidArgument(
                     f"{name} must be a number of seconds above 0, got {getattr(self, name)!r}"
                 )
-        for name in ("kill_every", "pause_every"):
+        for name in ("kill_every", "pause_every", "purge_every", "cancel_every", "schedule_every"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 raise InvalidArgument(
                     f"{name} must be 0 (off) or a number of seconds, got {getattr(self, name)!r}"
@@ -104,6 +133,19 @@ class ChaosConfig:
     @property
     def job_mix(self) -> dict[str, int]:
         return dict(self.mix) if self.mix is not None else scaled_mix(self.jobs)
+
+    def worker_options(self) -> list[str]:
+        """What Part 2 adds to each worker's command line."""
+        options: list[str] = []
+        if self.queues:
+            options += ["--queues", ",".join(f"{name}:{weight}" for name, weight in PART2_QUEUES.items())]
+        if self.schedule_every:
+            options += ["--every", f"{SCHEDULED_KIND}={self.schedule_every:g}"]
+        return options
+
+    def with_part2(self) -> ChaosConfig:
+        """Every Part 2 part on, at rates that keep a run busy but finished."""
+        return replace(self, queues=True, purge_every=1.0, cancel_every=0.5, schedule_every=0.5)
 
 
 def _number(value: object) -> bool:
@@ -173,6 +215,9 @@ class ChaosResult:
     jobs: list[JobRow]
     ledger: list[tuple[int, int]]
     checks: list[Check] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    refused_cancels: int = 0
+    purged: int = 0
 
     @property
     def passed(self) -> bool:
@@ -207,6 +252,7 @@ class ChaosResult:
             f"credit jobs that needed a retry: {f['credit_retried']}",
             f"slow jobs, by the attempt whose effect was recorded: {f['slow_by_attempt']}",
             f"attempts used by the dead jobs: {f['dead_attempts']}",
+            *self.part2_lines(),
             "checks:",
             *(check.line() for check in self.checks),
         ]
@@ -217,6 +263,30 @@ class ChaosResult:
         )
         return lines
 
+    def part2_lines(self) -> list[str]:
+        c, lines = self.config, []
+        if c.queues:
+            weights = ", ".join(f"{n}:{w}" for n, w in PART2_QUEUES.items())
+            lines.append(
+                f"named queues {weights} with priorities {sorted(set(PART2_PRIORITIES))}; workers take turns"
+            )
+        if c.purge_every:
+            lines.append(
+                f"purged into jobs_archive while the workers ran: {self.purged} jobs "
+                f"(every {c.purge_every:g} s)"
+            )
+        if c.cancel_every:
+            lines.append(
+                f"cancelled: {len(self.cancelled)} jobs (one every {c.cancel_every:g} s on average), "
+                f"{self.refused_cancels} more came too late (the job had finished)"
+            )
+        if c.schedule_every:
+            own = sum(1 for j in self.jobs if j.kind == SCHEDULED_KIND)
+            lines.append(
+                f"scheduled {SCHEDULED_KIND} every {c.schedule_every:g} s: {own} jobs, one per period"
+            )
+        return lines
+
 
 Progress = Callable[[int, int], None]
 
@@ -224,13 +294,19 @@ Progress = Callable[[int, int], None]
 def prepare(path: Location, config: ChaosConfig) -> int:
     """A fresh queue holding the shuffled mix, and an empty ledger. Returns the job count."""
     order = [kind for kind, count in config.job_mix.items() for _ in range(count)]
-    random.Random(config.seed).shuffle(order)  # mix the crashing, stalling and failing jobs in among the rest
+    rng = random.Random(config.seed)
+    rng.shuffle(order)  # mix the crashing, stalling and failing jobs in among the rest
+    names = list(PART2_QUEUES)
+    where = [
+        (rng.choice(names), rng.choice(PART2_PRIORITIES)) if config.queues else ("default", 0) for _ in order
+    ]
     with open_queue(path, lease_seconds=config.lease, max_attempts=config.max_attempts) as q:
         with Store(path) as store:  # beside the jobs table (on PostgreSQL, in the queue's schema)
             store.execute(LEDGER_TABLE)
             store.script(RECORD_TABLES)
-        for kind, run_of_kind in itertools.groupby(order):  # in order, a batch per run of one kind
-            q.enqueue_many(kind, ({} for _ in run_of_kind))
+        # In order, a batch per run of one kind in one queue at one priority.
+        for (kind, (queue, priority)), run in itertools.groupby(zip(order, where, strict=True)):
+            q.enqueue_many(kind, ({} for _ in run), queue=queue, priority=priority)
     return len(order)
 
 
@@ -249,7 +325,16 @@ class Supervisor:
             lease_seconds=config.lease,
             idle_exit=config.idle_exit,
             handlers=(DEMO_HANDLERS,),
+            options=config.worker_options(),
         )
+        # Part 2: the supervisor's own queue connection purges and cancels while workers run.
+        busy = config.purge_every or config.cancel_every
+        self.q = open_queue(path, lease_seconds=config.lease) if busy else None
+        self.cancelled: list[int] = []  # jobs the run cancelled: cancel() answered queued or running
+        self.refused_cancels = 0  # cancels that came too late: the job had finished
+        self.purged = 0
+        self.next_purge = self.now() + config.purge_every if config.purge_every else float("inf")
+        self.next_cancel = self._next(config.cancel_every)
         self.lives: list[WorkerLife] = []
         self.life: dict[str, WorkerLife] = {}  # by worker name
         self.faults: list[Fault] = []
@@ -268,7 +353,10 @@ class Supervisor:
         return self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
 
     def finished_jobs(self) -> int:
-        return self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead')")
+        return (
+            self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead', 'cancelled')")
+            + self.purged
+        )
 
     def held_jobs(self, worker: str) -> tuple[int, ...]:
         """Every job leased to `worker` now: a batch costs each of its jobs an attempt."""
@@ -301,6 +389,27 @@ class Supervisor:
         if self.now() >= self.next_pause:
             self._pause()
             self.next_pause = self._next(self.config.pause_every)
+        if self.now() >= self.next_cancel:
+            self._cancel()
+            self.next_cancel = self._next(self.config.cancel_every)
+        if self.now() >= self.next_purge:
+            assert self.q is not None
+            self.purged += self.q.purge(0, states=("done", "dead", "cancelled"), archive=True).removed
+            self.next_purge = self.now() + self.config.purge_every
+
+    def _cancel(self) -> None:
+        """Cancel a random job that is queued or running now (it may finish first)."""
+        assert self.q is not None
+        live = [row[0] for row in self.db.rows(LIVE_IDS)]
+        if not live:
+            return
+        job_id = self.rng.choice(live)
+        try:
+            self.q.cancel(job_id)
+        except CannotCancel:
+            self.refused_cancels += 1
+        else:
+            self.cancelled.append(job_id)
 
     def _ended(self, worker: Worker) -> None:
         life = self.life[worker.name]
@@ -363,6 +472,8 @@ class Supervisor:
 
     def close(self) -> None:
         self.db.close()
+        if self.q is not None:
+            self.q.close()
 
 
 def run(
@@ -398,14 +509,23 @@ def run(
         supervisor.stop_all()
         supervisor.close()
     result = collect(path, config, started, elapsed, supervisor.lives, supervisor.faults)
+    result.cancelled, result.refused_cancels = supervisor.cancelled, supervisor.refused_cancels
+    result.purged = supervisor.purged
     if progress is not None:
-        progress(sum(1 for j in result.jobs if j.state in ("done", "dead")), total)
+        progress(sum(1 for j in result.jobs if j.state in ("done", "dead", "cancelled")), total)
+    scheduled = None
+    if config.schedule_every:
+        with Store(path) as db:
+            keys = [row[0] for row in db.rows(SCHEDULE_KEYS, (SCHEDULED_KIND, SCHEDULED_KIND))]
+        scheduled = (SCHEDULED_KIND, keys)
     result.checks = check_run(
         result.jobs,
         result.ledger,
         Counter(job_id for f in result.faults for job_id in f.hit),
         lease=config.lease,
         drained=drained,
+        cancelled=result.cancelled,
+        scheduled=scheduled,
     )
     save_records(path, result)
     return result
@@ -484,6 +604,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=d.seed, help="shuffles the jobs (default 42)")
     parser.add_argument("--fault-seed", type=int, default=None, help="draws the faults (default: --seed)")
     parser.add_argument("--timeout", type=float, default=d.timeout, help="give up after this many seconds")
+    part2 = parser.add_argument_group("Part 2 of the course")
+    part2.add_argument("--part2", action="store_true", help="every Part 2 part below, at its default rate")
+    part2.add_argument(
+        "--queues", action="store_true", help="named queues with mixed priorities, workers take turns"
+    )
+    part2.add_argument(
+        "--purge-every", type=float, default=0.0, help="seconds between purges into jobs_archive"
+    )
+    part2.add_argument(
+        "--cancel-every", type=float, default=0.0, help="mean seconds between cancels (0: none)"
+    )
+    part2.add_argument("--schedule-every", type=float, default=0.0, help="a periodic noop job every SECONDS")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--db",
@@ -511,7 +643,13 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             fault_seed=args.fault_seed,
             timeout=args.timeout,
+            queues=args.queues,
+            purge_every=args.purge_every,
+            cancel_every=args.cancel_every,
+            schedule_every=args.schedule_every,
         )
+        if args.part2:
+            config = config.with_part2()
     except InvalidArgument as exc:
         parser.error(str(exc))
     if args.db is not None and not is_postgres(args.db) and Path(args.db).exists():
