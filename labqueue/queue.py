@@ -870,32 +870,20 @@ class JobQueue:
         handed out twice). With `archive`, each removed row is first copied to the
         jobs_archive table in the same transaction. Freed pages stay in the file for
         new jobs; reclaim_space() hands them back to the file system."""
-        older_than = validate.positive("older_than", older_than, allow_zero=True)
-        chosen = json.dumps(validate.finished_states(states))
-        batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
-        if not isinstance(archive, bool):
-            raise InvalidArgument(f"archive must be True or False, got {archive!r}")
-        before = self.clock() - older_than
+        older_than, chosen, batch = purge_settings(older_than, states, batch, archive)
         first, last = self.db.execute(sql.ID_RANGE).fetchone()
-        removed = archived = batches = 0
-        longest = 0.0
-        after = (first or 0) - 1
-        while last is not None and after + 1 < last:
-            nxt = self.db.execute(sql.CREATED_FROM, (after,)).fetchone()
-            if nxt is None or nxt[1] > before:  # jobs made after the cut-off cannot have finished before it
-                break
-            after = max(after, nxt[0] - 1)
-            window = min(batch, last - 1 - after)
-            params = {"after": after, "batch": window, "states": chosen, "before": before}
-            began = time.monotonic()
+        params = {"states": json.dumps(chosen), "before": self.clock() - older_than}
+
+        def next_job(after: int) -> tuple[int, float] | None:
+            return self.db.execute(sql.CREATED_FROM, (after,)).fetchone()
+
+        def window(after: int, size: int) -> tuple[int, int]:
+            where = {**params, "after": after, "batch": size, "now": self.clock()}
             with self._tx() as db:
-                if archive:
-                    archived += db.execute(sql.PURGE_ARCHIVE, {**params, "now": self.clock()}).rowcount
-                removed += db.execute(sql.PURGE, params).rowcount
-            longest = max(longest, time.monotonic() - began)
-            batches += 1
-            after += params["batch"]
-        return Purged(removed, archived, batches, longest)
+                copied = db.execute(sql.PURGE_ARCHIVE, where).rowcount if archive else 0
+                return db.execute(sql.PURGE, where).rowcount, copied
+
+        return walk_purge(first, last, batch, params["before"], next_job, window)
 
     def space(self) -> dict[str, int]:
         """The file's pages: in use, free (kept for new rows), their size in bytes, and
@@ -1048,6 +1036,48 @@ def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
     if doublings >= math.log2(cap) - math.log2(base):
         return cap
     return min(cap, math.ldexp(base, max(doublings, -1100)))  # below the cap: ldexp cannot overflow
+
+
+def purge_settings(
+    older_than: object, states: object, batch: object, archive: object
+) -> tuple[float, list[str], int]:
+    """purge()'s arguments checked, for both backends: the age, the states, the window."""
+    older_than = validate.positive("older_than", older_than, allow_zero=True)
+    chosen = validate.finished_states(states)
+    batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
+    if not isinstance(archive, bool):
+        raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+    return older_than, chosen, batch
+
+
+def walk_purge(
+    first: int | None,
+    last: int | None,
+    batch: int,
+    before: float,
+    next_job: Callable[[int], tuple[int, float] | None],
+    window: Callable[[int, int], tuple[int, int]],
+) -> Purged:
+    """purge()'s walk, for both backends: ids from `first` up to (not including) `last`, the
+    newest, in windows of `batch` ids, each one `window(after, size)` -> (removed, archived)
+    in its own transaction. Gaps are jumped (`next_job(after)`: the next id and its
+    created_at), and the walk stops at a job created after `before`: it cannot have
+    finished before it (ids follow creation, near enough; a job missed is purged next time)."""
+    removed = archived = batches = 0
+    longest = 0.0
+    after = (first or 0) - 1
+    while last is not None and after + 1 < last:
+        nxt = next_job(after)
+        if nxt is None or nxt[1] > before:
+            break
+        after = max(after, nxt[0] - 1)
+        size = min(batch, last - 1 - after)
+        began = time.monotonic()
+        gone, copied = window(after, size)
+        longest = max(longest, time.monotonic() - began)
+        removed, archived, batches = removed + gone, archived + copied, batches + 1
+        after += size
+    return Purged(removed, archived, batches, longest)
 
 
 def period_start(now: float, seconds: float) -> float:

@@ -12,7 +12,6 @@ import json
 import random
 import re
 import secrets
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -36,7 +35,6 @@ from ..errors import (
     StorageFull,
 )
 from ..queue import (
-    MAX_CLAIM_LIMIT,
     MAX_ERROR_CHARS,
     STATES,
     Finished,
@@ -47,6 +45,8 @@ from ..queue import (
     backoff_ceiling,
     period_key,
     period_start,
+    purge_settings,
+    walk_purge,
 )
 from . import checks, sql
 
@@ -563,32 +563,20 @@ class PgJobQueue:
         archive: bool = False,
     ) -> Purged:
         """JobQueue.purge: finished jobs removed in id windows, one short transaction each."""
-        older_than = checks.positive("older_than", older_than, allow_zero=True)
-        chosen = validate.finished_states(states)
-        batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
-        if not isinstance(archive, bool):
-            raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+        older_than, chosen, batch = purge_settings(older_than, states, batch, archive)
         before = self.db.execute(sql.NOW_VALUE, {"now": self._now()}).fetchone()[0] - older_than
         first, last = self.db.execute(sql.ID_RANGE).fetchone()
-        removed = archived = batches = 0
-        longest = 0.0
-        after = (first or 0) - 1
-        while last is not None and after + 1 < last:
-            nxt = self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
-            if nxt is None or nxt[1] > before:
-                break
-            after = max(after, nxt[0] - 1)
-            window = min(batch, last - 1 - after)
-            params = {"after": after, "batch": window, "states": chosen, "before": before, "now": self._now()}
-            began = time.monotonic()
+
+        def next_job(after: int) -> tuple[int, float] | None:
+            return self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
+
+        def window(after: int, size: int) -> tuple[int, int]:
+            params = {"after": after, "batch": size, "states": chosen, "before": before, "now": self._now()}
             with self._tx() as db:
-                if archive:
-                    archived += db.execute(sql.PURGE_ARCHIVE, params).rowcount
-                removed += db.execute(sql.PURGE, params).rowcount
-            longest = max(longest, time.monotonic() - began)
-            batches += 1
-            after += window
-        return Purged(removed, archived, batches, longest)
+                copied = db.execute(sql.PURGE_ARCHIVE, params).rowcount if archive else 0
+                return db.execute(sql.PURGE, params).rowcount, copied
+
+        return walk_purge(first, last, batch, before, next_job, window)
 
     def space(self) -> dict[str, int]:
         """The jobs table's size on disk in bytes, its indexes included."""
