@@ -54,8 +54,9 @@ def natural_failures(job: JobRow, lease: float) -> int:
 
 
 def faults_used_it_up(job: JobRow, hits: int, lease: float) -> bool:
-    """A job that should succeed may end dead only if injected kills and pauses, with
-    the handler's own failures, account for every one of its attempts, and the queue
+    """A job that should succeed may end dead only if injected kills and pauses (and
+    crashes of a worker that held it beside a poison job in one batch), with the
+    handler's own failures, account for every one of its attempts, and the queue
     retired it because its last lease ran out."""
     return (
         job.state == "dead"
@@ -80,7 +81,7 @@ def check_run(
     scheduled: tuple[str, Sequence[str]] | None = None,
 ) -> list[Check]:
     """Every invariant of the run. `ledger` holds (job_id, attempt) rows, `hits` the
-    number of injected faults that caught each job in a worker's hands. Part 2:
+    number of injected faults (and crashes) that caught each job in a worker's hands. Part 2:
     `cancelled` the jobs the run cancelled, `scheduled` the scheduled kind and every
     dedupe key its jobs carried (their own rules below)."""
     rows = Counter(job_id for job_id, _ in ledger)

@@ -215,6 +215,7 @@ class ChaosResult:
     jobs: list[JobRow]
     ledger: list[tuple[int, int]]
     checks: list[Check] = field(default_factory=list)
+    crash_hits: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     refused_cancels: int = 0
     purged: int = 0
@@ -252,6 +253,7 @@ class ChaosResult:
             f"credit jobs that needed a retry: {f['credit_retried']}",
             f"slow jobs, by the attempt whose effect was recorded: {f['slow_by_attempt']}",
             f"attempts used by the dead jobs: {f['dead_attempts']}",
+            f"attempts lost when a worker crashed (its poison job's batch): {len(self.crash_hits)}",
             *self.part2_lines(),
             "checks:",
             *(check.line() for check in self.checks),
@@ -330,6 +332,7 @@ class Supervisor:
         # Part 2: the supervisor's own queue connection purges and cancels while workers run.
         busy = config.purge_every or config.cancel_every
         self.q = open_queue(path, lease_seconds=config.lease) if busy else None
+        self.crash_hits: list[int] = []  # the jobs each crashed worker held, once per crash
         self.cancelled: list[int] = []  # jobs the run cancelled: cancel() answered queued or running
         self.refused_cancels = 0  # cancels that came too late: the job had finished
         self.purged = 0
@@ -418,6 +421,10 @@ class Supervisor:
             life.fate = "killed"
         else:
             life.fate = "idle exit" if worker.returncode == 0 else "crashed"
+        if life.fate == "crashed":
+            # A poison job took its worker down with the rest of its batch: each of them lost
+            # an attempt too (their leases still name the worker: it ended a tick ago).
+            self.crash_hits.extend(self.held_jobs(worker.name))
 
     def _candidates(self) -> list[Worker]:
         return [
@@ -518,10 +525,11 @@ def run(
         with Store(path) as db:
             keys = [row[0] for row in db.rows(SCHEDULE_KEYS, (SCHEDULED_KIND, SCHEDULED_KIND))]
         scheduled = (SCHEDULED_KIND, keys)
+    result.crash_hits = supervisor.crash_hits
     result.checks = check_run(
         result.jobs,
         result.ledger,
-        Counter(job_id for f in result.faults for job_id in f.hit),
+        Counter(job_id for f in result.faults for job_id in f.hit) + Counter(result.crash_hits),
         lease=config.lease,
         drained=drained,
         cancelled=result.cancelled,
