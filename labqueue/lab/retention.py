@@ -389,19 +389,6 @@ def plot_holds(table: pd.DataFrame):
 # -- where the freed pages go -------------------------------------------------------------
 
 
-def reclaim_all(q: JobQueue) -> int:
-    """Hand every free page back to the file system; returns how many went.
-
-    One reclaim_space() call is meant to empty the free list. Python's sqlite3 steps the
-    PRAGMA behind it only once, which (as of this writing) frees a single page per call,
-    so ask again until nothing is left: with a fixed reclaim_space() the loop ends after
-    its second call."""
-    freed = 0
-    while step := q.reclaim_space():
-        freed += step
-    return freed
-
-
 def space_steps(run: Run, retention: float = RETENTION, folder: Folder = None) -> pd.DataFrame:
     """On a copy of `run`'s file: its pages and its size on disk as it ran, after one
     purge (the pages go to the free list, the file stays as big), and after
@@ -423,7 +410,7 @@ def space_steps(run: Run, retention: float = RETENTION, folder: Folder = None) -
         step("as it ran, no retention")
         removed = q.purge(retention).removed
         step(f"purge(older_than={retention:.0f}): {removed:,} rows")
-        freed = reclaim_all(q)
+        freed = q.reclaim_space()
         step(f"reclaim_space(): {freed:,} pages")
     return pd.DataFrame(rows).set_index("step")
 
