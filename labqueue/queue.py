@@ -843,10 +843,7 @@ class JobQueue:
         enqueued already. Missed periods are skipped: after downtime the current period
         runs once, the ones that passed do not run. `name` (default: kind) tells two
         schedules of one kind apart."""
-        validate.kind(kind)
-        seconds = validate.positive("seconds", seconds)
-        label = validate.text("name", kind if name is None else name)
-        key = period_key(label, period_start(self.clock(), seconds))
+        key = every_key(kind, seconds, name, self.clock())
         return self.enqueue(
             kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
         )
@@ -1084,6 +1081,15 @@ def period_start(now: float, seconds: float) -> float:
     """The start of the period of length `seconds` that `now` falls in (multiples of
     `seconds` since the epoch), the same for every process that reads the same clock."""
     return math.floor(now / seconds) * seconds
+
+
+def every_key(kind: object, seconds: object, name: object, now: float) -> str:
+    """every()'s arguments checked, for both backends, and the dedupe key of the period
+    that `now` falls in."""
+    validate.kind(kind)
+    seconds = validate.positive("seconds", seconds)
+    label = validate.text("name", kind if name is None else name)
+    return period_key(label, period_start(now, seconds))
 
 
 def period_key(name: str, start: float) -> str:

@@ -43,8 +43,7 @@ from ..queue import (
     Purged,
     _scope,
     backoff_ceiling,
-    period_key,
-    period_start,
+    every_key,
     purge_settings,
     walk_purge,
 )
@@ -545,11 +544,8 @@ class PgJobQueue:
         max_attempts: int | None = None,
     ) -> int | None:
         """JobQueue.every: this period's job, once; periods read the server's clock."""
-        checks.kind(kind)
-        seconds = checks.positive("seconds", seconds)
-        label = checks.text("name", kind if name is None else name)
         now = self._now()
-        key = period_key(label, period_start(self.server_time() if now is None else now, seconds))
+        key = every_key(kind, seconds, name, self.server_time() if now is None else now)
         return self.enqueue(
             kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
         )
