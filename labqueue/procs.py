@@ -6,8 +6,9 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
-from typing import Protocol
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import psutil
 
@@ -113,3 +114,57 @@ def start_worker(
         stdout=out,
         stderr=out,
     )
+
+
+def run_together(
+    target: Callable[..., None],
+    args_for: Sequence[tuple],
+    what: str,
+    *,
+    start_timeout: float = 120.0,
+    result_timeout: float = 600.0,
+) -> tuple[list[Any], float]:
+    """Start one spawned process per argument tuple, each called as target(*args, barrier,
+    results), release them all at once through the barrier, and collect one report each
+    (whatever each puts on `results`). Returns the reports and the wall-clock time of the
+    release. A process that exits without a report, or no report by `result_timeout`,
+    ends the wait with an error naming `what`; every process is joined, or killed with
+    its children, on the way out. Races and benchmarks start their processes this way."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # a fresh interpreter per process, on every platform
+    barrier, results = ctx.Barrier(len(args_for) + 1), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, results), daemon=True) for args in args_for]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait(timeout=start_timeout)  # a process that died at start breaks it
+        released = time.time()
+        reports = collect_reports(results, procs, what, timeout=result_timeout)
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                kill_tree(p)
+    return reports, released
+
+
+def collect_reports(results: Any, procs: Sequence[Any], what: str, *, timeout: float) -> list[Any]:
+    """One report from each of `procs` off the `results` queue. A process that has exited
+    with an error code before reporting, or `timeout` seconds without all the reports,
+    ends the wait at once with an error naming `what`."""
+    import queue
+
+    deadline = time.monotonic() + timeout
+    reports: list[Any] = []
+    while len(reports) < len(procs):
+        try:
+            reports.append(results.get(timeout=0.5))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                message = f"{what}: a process exited with code {dead[0]} before reporting"
+                raise RuntimeError(message) from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: no report after {timeout:.0f} s") from None
+    return reports

@@ -13,6 +13,7 @@ from labqueue.bench import report as bench_report
 from labqueue.bench import run as bench
 from labqueue.bench.contenders import CONTENDERS
 from labqueue.bench.profile import profile
+from labqueue.procs import collect_reports
 
 
 @pytest.mark.parametrize("key", sorted(CONTENDERS))
@@ -145,8 +146,8 @@ def test_a_worker_that_dies_without_reporting_ends_the_run():
     class Dead:
         exitcode = 1
 
-    with pytest.raises(RuntimeError, match="labqueue_b10: a worker process exited with code 1"):
-        bench._collect("labqueue_b10", queue.Queue(), [Dead()])
+    with pytest.raises(RuntimeError, match="labqueue_b10: a process exited with code 1 before reporting"):
+        collect_reports(queue.Queue(), [Dead()], "labqueue_b10", timeout=60)
 
 
 def test_load_results_names_a_missing_file(tmp_path):

@@ -30,7 +30,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import queue
 import random
 import shutil
 import sqlite3
@@ -47,7 +46,7 @@ from typing import Any
 from .. import worker
 from ..backends import is_postgres_url
 from ..errors import InvalidArgument
-from ..procs import kill_tree
+from ..procs import kill_tree, run_together
 from ..queue import JobQueue
 from ..worker import positive_seconds, whole_number
 from .wakeup import nearest_rank
@@ -161,23 +160,10 @@ def drain_child(location: str, name: str, barrier: Any, results: Any) -> None:
 def drain(backend: str, where: str, jobs: int, procs: int) -> dict[str, Any]:
     """Load a fresh queue, release `procs` spawned workers at once, and time the drain."""
     location = load(backend, where, jobs)
-    ctx = mp.get_context("spawn")  # a fresh interpreter per worker, on every platform
-    barrier, results = ctx.Barrier(procs + 1), ctx.Queue()
-    workers = [
-        ctx.Process(target=drain_child, args=(location, f"w{i}", barrier, results), daemon=True)
-        for i in range(procs)
-    ]
-    for p in workers:
-        p.start()
-    try:
-        barrier.wait(timeout=START_TIMEOUT_SECONDS)
-        start = time.time()
-        reports = collect(results, workers, backend)
-    finally:
-        for p in workers:
-            p.join(timeout=10)
-            if p.is_alive():
-                kill_tree(p)
+    args = [(location, f"w{i}") for i in range(procs)]
+    reports, start = run_together(
+        drain_child, args, backend, start_timeout=START_TIMEOUT_SECONDS, result_timeout=RUN_TIMEOUT_SECONDS
+    )
     seconds = max(r[1] for r in reports) - start
     seen = [n for r in reports for n in r[2]]
     distinct = len(set(seen))
@@ -193,23 +179,6 @@ def drain(backend: str, where: str, jobs: int, procs: int) -> dict[str, Any]:
         "seconds": round(seconds, 4),
         "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
     }
-
-
-def collect(results: Any, workers: list[Any], what: str) -> list[tuple]:
-    """Every worker's report; a worker that died without one ends the drain at once."""
-    reports: list[tuple] = []
-    deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
-    while len(reports) < len(workers):
-        try:
-            reports.append(results.get(timeout=0.5))
-        except queue.Empty:
-            dead = [p.exitcode for p in workers if p.exitcode not in (None, 0)]
-            if dead:
-                message = f"{what}: a worker process exited with code {dead[0]} before reporting"
-                raise RuntimeError(message) from None
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: no report after {RUN_TIMEOUT_SECONDS:.0f} s") from None
-    return reports
 
 
 def drain_rates(

@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import multiprocessing as mp
 import os
 import platform
-import queue
 import shutil
 import sqlite3
 import statistics
@@ -37,7 +35,7 @@ from typing import Any
 from ..clock import FakeClock
 from ..errors import InvalidArgument, QueueBusy
 from ..lab.scratch import work_folder
-from ..procs import kill_tree
+from ..procs import run_together
 from ..queue import JobQueue
 from ..sql import SCHEMA
 from .contenders import CONTENDERS, SAME, TutorialStatements, child
@@ -90,24 +88,10 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     contender.load(folder, jobs)
-    ctx = mp.get_context("spawn")  # a fresh interpreter per worker, on every platform
-    barrier = ctx.Barrier(procs + 1)
-    results = ctx.Queue()
-    workers = [
-        ctx.Process(target=child, args=(key, str(folder), f"w{i}", barrier, results), daemon=True)
-        for i in range(procs)
-    ]
-    for p in workers:
-        p.start()
-    try:
-        barrier.wait(timeout=START_TIMEOUT_SECONDS)  # a worker that died at start breaks it
-        start = time.time()
-        reports = _collect(key, results, workers)
-    finally:
-        for p in workers:
-            p.join(timeout=10)
-            if p.is_alive():
-                kill_tree(p)
+    args = [(key, str(folder), f"w{i}") for i in range(procs)]
+    reports, start = run_together(
+        child, args, key, start_timeout=START_TIMEOUT_SECONDS, result_timeout=RUN_TIMEOUT_SECONDS
+    )
     seconds = max(r[2] for r in reports) - start
     seen = [n for r in reports for n in r[3]]
     distinct = len(set(seen))
@@ -124,23 +108,6 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
         "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
         "per_process": sorted((len(r[3]) for r in reports), reverse=True),
     }
-
-
-def _collect(key: str, results: Any, workers: list[Any]) -> list[tuple]:
-    """Every worker's report; a worker that died without one ends the run at once."""
-    reports: list[tuple] = []
-    deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
-    while len(reports) < len(workers):
-        try:
-            reports.append(results.get(timeout=0.5))
-        except queue.Empty:
-            dead = [p.exitcode for p in workers if p.exitcode not in (None, 0)]
-            if dead:
-                message = f"{key}: a worker process exited with code {dead[0]} before reporting"
-                raise RuntimeError(message) from None
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{key}: no report after {RUN_TIMEOUT_SECONDS:.0f} s") from None
-    return reports
 
 
 def throughput(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import multiprocessing as mp
-import queue as queue_module
 import tempfile
 import time
 import uuid
@@ -22,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import sql as sqlite_sql
-from ..procs import kill_tree
+from ..procs import run_together
 from ..queue import JobQueue
 from .assets import data_file, figure_png, new_figure
 from .scratch import work_folder
@@ -213,36 +211,6 @@ class RaceResult:
         return self.jobs - self.distinct
 
 
-def spawn_all(target: Callable[..., None], args_for: Sequence[tuple], what: str) -> tuple[list[Any], float]:
-    """Start one spawned process per argument tuple (each gets a start barrier and a
-    result queue after its own arguments), release them together, and collect one
-    report from each. Returns the reports and the seconds from release to the last."""
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(len(args_for) + 1), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, barrier, results), daemon=True) for args in args_for]
-    for p in procs:
-        p.start()
-    reports: list[Any] = []
-    try:
-        barrier.wait(timeout=START_TIMEOUT_SECONDS)
-        started = time.perf_counter()
-        deadline = time.monotonic() + RESULT_TIMEOUT_SECONDS
-        while len(reports) < len(procs):
-            try:
-                reports.append(results.get(timeout=0.5))
-            except queue_module.Empty:
-                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                if dead or time.monotonic() > deadline:
-                    raise RuntimeError(f"{what}: a process ended without reporting (exit {dead})") from None
-        seconds = time.perf_counter() - started
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                kill_tree(p)
-    return reports, seconds
-
-
 def claim_race(
     url: str, jobs: int = DEFAULT_RACE_JOBS, workers: int = DEFAULT_RACE_WORKERS
 ) -> list[RaceResult]:
@@ -256,7 +224,14 @@ def claim_race(
             with PgJobQueue(url, schema=schema) as q:
                 q.enqueue_many("race", ({"n": i} for i in range(jobs)))
             args = [(url, schema, strategy, f"w{i}") for i in range(workers)]
-            reports, seconds = spawn_all(race_worker, args, f"race ({strategy})")
+            reports, released = run_together(
+                race_worker,
+                args,
+                f"race ({strategy})",
+                start_timeout=START_TIMEOUT_SECONDS,
+                result_timeout=RESULT_TIMEOUT_SECONDS,
+            )
+            seconds = time.time() - released
         taken = [job_id for _, ids in reports for job_id in ids]
         per_worker = tuple(len(ids) for _, ids in sorted(reports))
         results.append(RaceResult(strategy, jobs, workers, len(taken), len(set(taken)), per_worker, seconds))
