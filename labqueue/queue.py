@@ -588,7 +588,9 @@ class JobQueue:
         """Whether a claim would find something now: a job to run (in `queues`, None for
         every queue), or an expired lease on a last attempt to retire. One read and no
         write lock, so producers and busy workers carry on while an idle worker looks."""
-        scope, where = _scope(queues)
+        return self._ready(*_scope(queues))
+
+    def _ready(self, scope: str, where: dict[str, str]) -> bool:
         return bool(self._hot.execute(sql.READY_PROBE_IN[scope], {"now": self.clock(), **where}).fetchall())
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
@@ -689,11 +691,11 @@ class JobQueue:
         that kills its worker cannot take a batch of others down with it twice."""
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
-        _scope(queues)
-        if not self.any_ready(queues):
+        scope, where = _scope(queues)
+        if not self._ready(scope, where):
             return []
         with self._tx():
-            return self._claim_batch(worker, limit, queues)
+            return self._claim_batch(worker, limit, scope, where)
 
     def settle(
         self,
@@ -716,13 +718,13 @@ class JobQueue:
         if claim_for is not None:
             limit = validate.claim_limit(limit)
             self._check_worker(claim_for)
-            _scope(queues)
+            scope, where = _scope(queues)
         outcomes: list[str] = []
         with self._tx():
             now = self.clock()
             for report in finished:
                 outcomes.append(self._settle_one(report, now))
-            jobs = [] if claim_for is None else self._claim_batch(claim_for, limit, queues)
+            jobs = [] if claim_for is None else self._claim_batch(claim_for, limit, scope, where)
         return outcomes, jobs
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
@@ -749,12 +751,12 @@ class JobQueue:
                 released += self._hot.execute(sql.RELEASE, params).rowcount
         return released
 
-    def _claim_batch(self, worker: str, limit: int, queues: Sequence[str] | None = None) -> list[Job]:
-        """The batch claim inside the caller's transaction: read the attempts of the next
-        ready jobs, then lease the leading run never handed out (or one job handed out
-        before) with CLAIM_NEXT, which also retires leases that ran out on a last attempt.
-        Unreadable rows are dead-lettered and left out, as claim() does."""
-        scope, where = _scope(queues)
+    def _claim_batch(self, worker: str, limit: int, scope: str, where: dict[str, str]) -> list[Job]:
+        """The batch claim inside the caller's transaction, from the queues `scope` and
+        `where` name (_scope()): read the attempts of the next ready jobs, then lease the
+        leading run never handed out (or one job handed out before) with CLAIM_NEXT, which
+        also retires leases that ran out on a last attempt. Unreadable rows are
+        dead-lettered and left out, as claim() does."""
         now = self.clock()
         size = 1
         if limit > 1:

@@ -255,7 +255,7 @@ def run(
     stop: StopFlag | None = None,
     max_jobs: int | None = None,
     handlers: Mapping[str, registry.Handler] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     max_attempts: int | None = None,
     backoff_base: float | None = None,
     backoff_cap: float | None = None,
@@ -285,10 +285,11 @@ def run(
     first; with several, it takes turns between them (weighted by `weights`, see
     labqueue.fairness) unless fair=False, which orders them by priority alone. It ticks
     `schedules` (labqueue.schedule) once per period. Idle, it waits for a producer's hint
-    (labqueue.wakeup; wake=False or a platform without it: it polls every `poll` s), at
-    most SAFETY_POLL seconds and never past the next job due by the clock or the next
-    schedule's period. With `purge_after`, it removes done jobs that finished that many
-    seconds ago every `purge_every` seconds (JobQueue.purge: short transactions)."""
+    (labqueue.wakeup; wake=False, a platform without it, or a `sleep` passed in: it
+    polls every `poll` s, calling `sleep` when given), at most SAFETY_POLL seconds and
+    never past the next job due by the clock or the next schedule's period. With
+    `purge_after`, it removes done jobs that finished that many seconds ago every
+    `purge_every` seconds (JobQueue.purge: short transactions)."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
@@ -348,13 +349,14 @@ def run(
                 lease_seconds,
                 "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
             )
-            # Waiting for hints replaces the poll; an injected sleep (tests) keeps polling.
-            listening = wake and sleep is time.sleep and q.listen()
+            # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
+            listening = wake and sleep is None and q.listen()
+            pause = time.sleep if sleep is None else sleep
             stop.on_request = q.interrupt_wait
             give_up_at: float | None = None  # set by the first empty look, cleared by any job
             jobs: list[Job] = []
             while True:
-                for job_id in scheduler.tick(q, _queue_now(q)):
+                for job_id in scheduler.tick(q, _queue_now(q)) if scheduler.schedules else ():
                     log.info("worker %s: scheduled job %d enqueued for this period", worker_id, job_id)
                 if purge_after is not None and time.monotonic() >= next_purge:
                     purged = q.purge(purge_after)
@@ -389,7 +391,7 @@ def run(
                         if listening:
                             q.wait_for_jobs(wait)
                         else:
-                            sleep(wait)
+                            pause(wait)
                         continue
                     give_up_at = None
                 ran, jobs = work_batch(

@@ -288,10 +288,12 @@ class PgJobQueue:
             jobs = [job for job in (self._readable(db, row) for row in rows) if job is not None]
         return jobs
 
-    def _claim_batch(self, db: psycopg.Connection, worker: str, limit: int, queues: Any) -> list[Job]:
-        """Group commit's claim inside the caller's transaction: a job handed out before
-        alone, else the leading run of jobs never handed out (sql.BATCH_PICK)."""
-        scope, where = _scope(queues)
+    def _claim_batch(
+        self, db: psycopg.Connection, worker: str, limit: int, scope: str, where: dict[str, str]
+    ) -> list[Job]:
+        """Group commit's claim inside the caller's transaction, from the queues `scope` and
+        `where` name (_scope()): a job handed out before alone, else the leading run of jobs
+        never handed out (sql.BATCH_PICK)."""
         rows = db.execute(sql.CLAIM_BATCH_IN[scope], self._claim_params(worker, limit, where)).fetchall()
         return [job for job in (self._readable(db, row) for row in rows) if job is not None]
 
@@ -307,13 +309,17 @@ class PgJobQueue:
             return None
         return Job(row[0], row[1], payload, row[3], row[4], row[5], row[6])
 
+    def _where(self, where: dict[str, str] | None = None) -> dict[str, Any]:
+        """The time and the queues (_scope()'s parameters) for a statement: the queues as
+        an array parameter here, not JSON text."""
+        params: dict[str, Any] = {**(where or {}), "now": self._now()}
+        if "queues" in params:
+            params["queues"] = json.loads(params["queues"])
+        return params
+
     def _claim_params(self, worker: str, limit: int, where: dict[str, str] | None = None) -> dict[str, Any]:
-        scope = dict(where or {})
-        if "queues" in scope:  # an array parameter here, not JSON text
-            scope["queues"] = json.loads(scope["queues"])
         return {
-            **scope,
-            "now": self._now(),
+            **self._where(where),
             "lease_seconds": self.lease_seconds,
             "token": secrets.token_hex(16),
             "worker": worker,
@@ -404,14 +410,15 @@ class PgJobQueue:
     def any_ready(self, queues: Sequence[str] | None = None) -> bool:
         """Whether a claim would find something now (a job to run in `queues`, or an
         expired last lease to retire): one read, no row locked."""
-        scope, where = _scope(queues)
-        params = self._claim_params("", 1, where)
-        return bool(self.db.execute(sql.READY_PROBE_IN[scope], params).fetchone()[0])
+        return self._ready(*_scope(queues))
+
+    def _ready(self, scope: str, where: dict[str, str]) -> bool:
+        return bool(self.db.execute(sql.READY_PROBE_IN[scope], self._where(where)).fetchone()[0])
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
         """JobQueue.next_due: when the next live job in `queues` is due by the clock."""
         scope, where = _scope(queues)
-        return self.db.execute(sql.NEXT_DUE_IN[scope], self._claim_params("", 1, where)).fetchone()[0]
+        return self.db.execute(sql.NEXT_DUE_IN[scope], self._where(where)).fetchone()[0]
 
     def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None (claim(worker)'s rules)."""
@@ -445,10 +452,11 @@ class PgJobQueue:
         handed out before comes alone."""
         limit = checks.claim_limit(limit)
         checks.text("worker", worker)
-        if not self.any_ready(queues):
+        scope, where = _scope(queues)
+        if not self._ready(scope, where):
             return []
         with self._tx() as db:
-            return sorted(self._claim_batch(db, worker, limit, queues), key=lambda job: job.id)
+            return sorted(self._claim_batch(db, worker, limit, scope, where), key=lambda job: job.id)
 
     def settle(
         self,
@@ -462,13 +470,14 @@ class PgJobQueue:
         if claim_for is not None:
             limit = checks.claim_limit(limit)
             checks.text("worker", claim_for)
+            scope, where = _scope(queues)
         outcomes: list[str] = []
         jobs: list[Job] = []
         with self._tx() as db:
             for report in finished:
                 outcomes.append(self._settle_one(db, report))
             if claim_for is not None:
-                jobs = self._claim_batch(db, claim_for, limit, queues)
+                jobs = self._claim_batch(db, claim_for, limit, scope, where)
         return outcomes, sorted(jobs, key=lambda job: job.id)
 
     def _settle_one(self, db: psycopg.Connection, report: Finished) -> str:
