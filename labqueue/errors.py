@@ -48,6 +48,12 @@ class QueueBusy(LabqueueError):
     """Another connection held the write lock past the busy timeout; nothing changed."""
 
 
+class ConnectionLost(LabqueueError, ConnectionError):
+    """The connection to a database server was lost (a restart, a terminated session, a
+    network failure). What the transaction wrote was rolled back unless its COMMIT had
+    reached the server; every lease stays fenced, so reconnect() and retrying is safe."""
+
+
 class StorageFull(LabqueueError):
     """The database or disk is full; the transaction was rolled back."""
 

@@ -6,9 +6,12 @@ Values always travel as ``?`` parameters; nothing here is formatted at run time 
 few statements are assembled from the constants below once, at import).
 """
 
-# The longest error text a row keeps, in characters: every statement that writes
-# last_error cuts it to this length in SQL, whatever it prepends.
-MAX_ERROR_CHARS = 500
+from .core import LAST_ATTEMPT_EXPIRED, MAX_ERROR_CHARS
+
+__all__ = ["LAST_ATTEMPT_EXPIRED", "MAX_ERROR_CHARS"]  # the rules' constants, used in the SQL below
+
+# MAX_ERROR_CHARS: every statement that writes last_error cuts it to this length in SQL,
+# whatever it prepends.
 
 # A running job whose attempts are used up: when its lease ends it is retired as dead,
 # not claimed again. Written once and spliced into the partial index jobs_exhausted and
@@ -114,7 +117,7 @@ SCHEMA = TABLE + INDEXES + ARCHIVE
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
-# (see queue._EffectGuard).
+# (see drivers/sqlite.py, _EffectGuard).
 BEGIN = "BEGIN IMMEDIATE /* labqueue */"
 COMMIT = "COMMIT /* labqueue */"
 ROLLBACK = "ROLLBACK /* labqueue */"
@@ -185,7 +188,6 @@ INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority,
 VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 
-LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 
 # A retired job's error: the reason, then the error it had before (the newest text
 # first), cut to MAX_ERROR_CHARS however many times a job is requeued and retired.

@@ -26,6 +26,11 @@ FINISHED_STATES = ("done", "dead", "cancelled")
 # Priorities fit PostgreSQL's INTEGER as well as SQLite's: the same job moves between backends.
 MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
 DEFAULT_QUEUE = "default"
+# The longest names (kind, queue, worker) and dedupe keys, in UTF-8 bytes, on every backend:
+# each is an index key, and PostgreSQL refuses a B-tree entry over about 2,700 bytes, so a
+# longer one would fail at the INSERT. Far above any real name or key.
+MAX_NAME_BYTES = 255
+MAX_KEY_BYTES = 1024
 
 
 def positive(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -97,8 +102,28 @@ def text(name: str, value: object, *, empty: bool = False) -> str:
     return value
 
 
+def name(what: str, value: object, *, limit: int = MAX_NAME_BYTES) -> str:
+    """A name (kind, queue, worker): text() of at most `limit` UTF-8 bytes."""
+    value = text(what, value)
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidArgument(f"{what} must be at most {limit} bytes of UTF-8, got {size}: {value[:40]!r}...")
+    return value
+
+
 def kind(value: object) -> str:
-    return text("kind", value)
+    return name("kind", value)
+
+
+def dedupe_key(value: object) -> str | None:
+    """A dedupe key: None, or text of at most MAX_KEY_BYTES UTF-8 bytes (empty allowed)."""
+    key = optional_text("dedupe_key", value)
+    if key is not None and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        size = len(key.encode("utf-8"))
+        raise InvalidArgument(
+            f"dedupe_key must be at most {MAX_KEY_BYTES} bytes of UTF-8, got {size}: {key[:40]!r}..."
+        )
+    return key
 
 
 def priority(value: object) -> int:
@@ -107,7 +132,7 @@ def priority(value: object) -> int:
 
 
 def queue_name(value: object) -> str:
-    return text("queue", value)
+    return name("queue", value)
 
 
 def queue_names(values: object) -> list[str] | None:

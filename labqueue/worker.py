@@ -25,9 +25,11 @@ from typing import Any
 from . import handlers as registry
 from . import validate
 from .backends import open_queue
+from .core import DATABASE_FAILURES
 from .errors import InvalidArgument, LabqueueError, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
+from .reconnect import Reconnector
 from .schedule import Every, Scheduler, parse_every
 from .wakeup import SAFETY_POLL
 
@@ -123,6 +125,8 @@ def handle_then_claim(
             accepted, next_job = q.complete(job, effect=effect), None
         else:
             accepted, next_job = q.complete_and_claim(job, worker, effect=effect)
+    except DATABASE_FAILURES:
+        raise  # the database's failure, not the job's: nothing was saved, the job is still ours
     except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
         return _failed(q, job, exc), None
     if not accepted:
@@ -193,7 +197,17 @@ def _log_outcome(report: Finished, outcome: str) -> None:
 def _queue_now(q: JobQueue) -> float:
     """The queue's own reading of the time, the one its lease deadlines are written in
     (the injected clock, or a PostgreSQL server's clock when there is none)."""
-    return q.clock() if q.clock is not None else q.server_time()  # type: ignore[attr-defined]
+    return q.clock() if q.clock is not None else q.server_time()
+
+
+def _batch_clock(q: JobQueue, monotonic: Callable[[], float]) -> Callable[[], float]:
+    """The queue's time during one batch: a clock passed in is read as it is; a database
+    server's clock is read once, then carried forward on this machine's monotonic clock,
+    so the lease check before each job costs no round trip."""
+    if q.clock is not None:
+        return q.clock
+    start, began = q.server_time(), monotonic()
+    return lambda: start + (monotonic() - began)
 
 
 def work_batch(
@@ -205,6 +219,7 @@ def work_batch(
     stop: StopFlag,
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
     monotonic: Callable[[], float] = time.monotonic,
+    call: Callable[..., Any] = lambda action, *args, **kwargs: action(*args, **kwargs),
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -214,16 +229,21 @@ def work_batch(
     their time left, what has finished is reported and the rest renewed; jobs taken over
     meanwhile are dropped. A warm stop lets the job in hand run (the first of a batch, or
     the one running) and gives back those not started. `claim_for(ran)` names the worker
-    and the size of the next batch (and the queues to claim it from), or None."""
+    and the size of the next batch (and the queues to claim it from), or None. Every
+    database call goes through `call` (the worker's Reconnector.call: after a lost
+    connection it reconnects and repeats the call, which the fences make safe)."""
     finished: list[Finished] = []
     pending = list(batch)
     last_commit = monotonic()
     ran = 0
+    queue_now = call(_batch_clock, q, monotonic)
 
     def report(claim: tuple | None = None) -> list[Job]:
         nonlocal finished, last_commit
         worker, size, *scope = claim if claim is not None else (None, 1)
-        outcomes, nxt = q.settle(finished, claim_for=worker, limit=size, queues=scope[0] if scope else None)
+        outcomes, nxt = call(
+            q.settle, finished, claim_for=worker, limit=size, queues=scope[0] if scope else None
+        )
         for done, outcome in zip(finished, outcomes, strict=True):
             _log_outcome(done, outcome)
         finished, last_commit = [], monotonic()
@@ -231,12 +251,13 @@ def work_batch(
 
     while pending:
         if stop.requested and ran > 0:  # the job in hand runs; the rest are given back
-            q.release(pending)
+            call(q.release, pending)
             break
-        if pending[0].lease_expires_at - _queue_now(q) < q.lease_seconds / 2:
+        if pending[0].lease_expires_at - queue_now() < q.lease_seconds / 2:
             if finished:
                 report()
-            pending = q.extend(pending)
+            pending = call(q.extend, pending)
+            queue_now = call(_batch_clock, q, monotonic)
             continue
         finished.append(run_handler(q, pending.pop(0), handlers))
         ran += 1
@@ -269,6 +290,7 @@ def run(
     wake: bool = True,
     purge_after: float | None = None,
     purge_every: float = DEFAULT_PURGE_EVERY,
+    reconnect_limit: int | None = None,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
@@ -289,7 +311,10 @@ def run(
     polls every `poll` s, calling `sleep` when given), at most SAFETY_POLL seconds and
     never past the next job due by the clock or the next schedule's period. With
     `purge_after`, it removes done jobs that finished that many seconds ago every
-    `purge_every` seconds (JobQueue.purge: short transactions)."""
+    `purge_every` seconds (JobQueue.purge: short transactions). A lost connection to a
+    database server (a restart, a terminated session) is logged, and the worker reconnects
+    with capped exponential backoff and jitter (labqueue.reconnect), at most
+    `reconnect_limit` times per loss (None: until it is back), and carries on."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
@@ -328,9 +353,9 @@ def run(
     def idle_wait(listening: bool, give_up_at: float | None) -> float:
         """How long an idle worker waits before it looks again."""
         wait = SAFETY_POLL if listening else poll
-        now = _queue_now(q)
+        now = call(_queue_now, q)
         if listening:
-            due = q.next_due(names)
+            due = call(q.next_due, names)
             if due is not None:
                 wait = min(wait, max(due - now, poll))
         wait = min(wait, scheduler.next_tick(now))
@@ -349,17 +374,20 @@ def run(
                 lease_seconds,
                 "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
             )
+            call = Reconnector(
+                q, name=worker_id, limit=reconnect_limit, log=log, stopping=lambda: stop.requested
+            ).call
             # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
-            listening = wake and sleep is None and q.listen()
+            listening = wake and sleep is None and call(q.listen)
             pause = time.sleep if sleep is None else sleep
             stop.on_request = q.interrupt_wait
             give_up_at: float | None = None  # set by the first empty look, cleared by any job
             jobs: list[Job] = []
             while True:
-                for job_id in scheduler.tick(q, _queue_now(q)) if scheduler.schedules else ():
+                for job_id in call(lambda: scheduler.tick(q, _queue_now(q))) if scheduler.schedules else ():
                     log.info("worker %s: scheduled job %d enqueued for this period", worker_id, job_id)
                 if purge_after is not None and time.monotonic() >= next_purge:
-                    purged = q.purge(purge_after)
+                    purged = call(q.purge, purge_after)
                     next_purge = time.monotonic() + purge_every
                     if purged.removed:
                         log.info(
@@ -377,7 +405,7 @@ def run(
                         why = f"max_jobs {max_jobs} reached"
                         break
                     for scope in scopes():
-                        jobs = q.claim_batch(worker_id, room(0), queues=scope)
+                        jobs = call(q.claim_batch, worker_id, room(0), queues=scope)
                         if jobs:
                             break
                     if not jobs:
@@ -389,13 +417,13 @@ def run(
                             break
                         wait = idle_wait(listening, give_up_at)
                         if listening:
-                            q.wait_for_jobs(wait)
+                            call(q.wait_for_jobs, wait)
                         else:
                             pause(wait)
                         continue
                     give_up_at = None
                 ran, jobs = work_batch(
-                    q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval
+                    q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval, call=call
                 )
                 handled += ran
     except ForcedShutdown:

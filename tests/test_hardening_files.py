@@ -23,9 +23,9 @@ from labqueue import (
     Job,
     JobQueue,
     KeepAlive,
+    core,
     sql,
 )
-from labqueue import queue as queue_module
 from labqueue.errors import ForeignDatabase, QueueNotFound, SchemaTooNew
 
 # The schema text of labqueue before schema versions existed (user_version 0), as it was.
@@ -477,13 +477,17 @@ def test_the_exhausted_condition_is_written_once_and_used_verbatim(q):
 
 def test_both_claim_paths_take_their_token_from_one_function(q, monkeypatch):
     tokens = iter(["a" * 32, "b" * 32])
-    monkeypatch.setattr(queue_module, "new_token", lambda: next(tokens))
+    monkeypatch.setattr(core, "new_token", lambda: next(tokens))
     q.enqueue_many("t", [{}, {}])
     assert q.claim("w")[0].lease_token == "a" * 32
     assert q.claim_next("w").lease_token == "b" * 32
 
 
-def test_the_argument_checks_live_in_validate():
+def test_the_argument_checks_live_in_validate(monkeypatch, tmp_path):
     from labqueue import validate
 
-    assert queue_module._positive is validate.positive and queue_module._kind is validate.kind
+    seen = []
+    monkeypatch.setattr(validate, "kind", lambda value: seen.append(value) or value)
+    with JobQueue(tmp_path / "v.db") as queue:
+        queue.enqueue("checked", {})
+    assert seen == ["checked"]

@@ -94,16 +94,52 @@ LOCK_SCHEMA = "SELECT pg_advisory_xact_lock(hashtext(%(schema)s))"
 
 # The queue's own table, looked up in its schema (the search_path is not consulted).
 TABLE_COLUMNS = """
-SELECT column_name FROM information_schema.columns
+SELECT column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL OR is_identity = 'YES'
+  FROM information_schema.columns
  WHERE table_schema = %(schema)s AND table_name = 'jobs'
 """
+
+# The jobs table's unique indexes (and primary key), each as its list of columns.
+UNIQUE_KEYS = """
+SELECT i.indisprimary,
+       array_agg(a.attname ORDER BY array_position(i.indkey::int2[], a.attnum))
+  FROM pg_index i
+  JOIN pg_class t ON t.oid = i.indrelid
+  JOIN pg_namespace n ON n.oid = t.relnamespace
+  JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY(i.indkey::int2[])
+ WHERE n.nspname = %(schema)s AND t.relname = 'jobs' AND i.indisunique
+ GROUP BY i.indexrelid, i.indisprimary
+"""
+
+# Each column's type as information_schema names it, and whether it must be NOT NULL.
+COLUMN_TYPES = {
+    "id": ("bigint", True),
+    "kind": ("text", True),
+    "payload": ("text", True),
+    "state": ("text", True),
+    "attempts": ("bigint", True),
+    "max_attempts": ("bigint", True),
+    "visible_at": ("double precision", True),
+    "lease_token": ("text", False),
+    "worker": ("text", False),
+    "last_error": ("text", False),
+    "dedupe_key": ("text", False),
+    "created_at": ("double precision", True),
+    "finished_at": ("double precision", False),
+    "priority": ("integer", True),
+    "queue": ("text", True),
+}
 
 # The schema's name is an identifier, not a value: queue.py fills {schema} with
 # psycopg.sql.Identifier (quoted) after checking it against a plain-name pattern.
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s"
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 DROP_SCHEMA = "DROP SCHEMA IF EXISTS {schema} CASCADE"
-SET_SEARCH_PATH = "SELECT set_config('search_path', %(path)s, false)"
+# The queue's schema first, then the session's own path, so an effect's SQL finds the
+# application's tables (public, say) as well as the queue's.
+SET_SEARCH_PATH = (
+    "SELECT set_config('search_path', %(path)s || ', ' || current_setting('search_path'), false)"
+)
 
 # Wake-up hints: the channel is the queue's schema name (an identifier for LISTEN, a
 # value for pg_notify). A notification is delivered when its transaction commits.
@@ -136,7 +172,7 @@ SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
  ORDER BY n
 """
 
-LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
+from ..core import LAST_ATTEMPT_EXPIRED  # noqa: E402, F401 (the rule's text, shared with SQLite)
 
 # Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
 # queue (through jobs_queue_ready, which leaves out the default queue), the default queue,
@@ -316,7 +352,8 @@ COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
 
 
 # -- cancelling (labqueue/sql.py's CANCEL): the row is locked while its state is read.
-JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s FOR UPDATE"
+JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s"
+JOB_STATE_LOCKED = JOB_STATE + " FOR UPDATE"
 CANCEL = f"""
 UPDATE jobs
    SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL
@@ -330,16 +367,24 @@ PURGE_WHERE = """
    AND finished_at <= %(before)s
 """
 PURGE = "DELETE FROM jobs" + PURGE_WHERE
-PURGE_ARCHIVE = (
-    f"""
-INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
-                          dedupe_key, created_at, finished_at, priority, queue, archived_at)
-SELECT id, kind, payload, state, attempts, max_attempts, last_error,
-       dedupe_key, created_at, finished_at, priority, queue, {NOW}
-  FROM jobs"""
-    + PURGE_WHERE
-    + "ON CONFLICT (id) DO NOTHING\n"
+# Archiving moves rows in ONE statement: a row is deleted only as it is copied, so a job
+# whose state changes between two statements can never be deleted without its copy.
+PURGE_MOVE = f"""
+WITH moved AS (
+    DELETE FROM jobs{PURGE_WHERE}
+    RETURNING id, kind, payload, state, attempts, max_attempts, last_error,
+              dedupe_key, created_at, finished_at, priority, queue
+), archived AS (
+    INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
+                              dedupe_key, created_at, finished_at, priority, queue, archived_at)
+    SELECT id, kind, payload, state, attempts, max_attempts, last_error,
+           dedupe_key, created_at, finished_at, priority, queue, {NOW}
+      FROM moved
+    ON CONFLICT (id) DO NOTHING
+    RETURNING 1
 )
+SELECT (SELECT COUNT(*) FROM moved), (SELECT COUNT(*) FROM archived)
+"""
 ID_RANGE = "SELECT MIN(id), MAX(id) FROM jobs"
 CREATED_FROM = "SELECT id, created_at FROM jobs WHERE id > %(after)s ORDER BY id LIMIT 1"
 NOW_VALUE = f"SELECT {NOW}"

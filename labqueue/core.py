@@ -1,0 +1,1106 @@
+"""The queue's rules, written once: every argument check, the payload rules, fencing,
+backoff, group commit's batch and settle logic, purge windows, periodic keys, the Job
+types and the translation of database errors. A backend is a driver (labqueue.drivers)
+that owns only its connection, its SQL text, its clock and its wake-up channel.
+
+    Queue(driver)  <-  JobQueue (labqueue.queue: one SQLite file)
+                   <-  PgJobQueue (labqueue.postgres: one schema of a PostgreSQL database)
+
+The split follows River's driver interface: the queue decides, the driver runs one
+statement (or a few) per decision and reports rows back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
+
+from . import validate
+from .errors import (
+    CannotCancel,
+    CannotOpen,
+    ConnectionLost,
+    EffectEndedTransaction,
+    InvalidArgument,
+    JobNotFound,
+    LabqueueError,
+    PayloadNotSerializable,
+    QueueBusy,
+    StorageFull,
+)
+from .validate import DEFAULT_QUEUE, MAX_CLAIM_LIMIT, STATES
+
+# The most characters of an error message a job keeps.
+MAX_ERROR_CHARS = 500
+# The deepest nesting of lists and dicts a payload may have. Python's json decodes far
+# deeper, but not without limit: a payload enqueue accepts must always be readable.
+MAX_PAYLOAD_DEPTH = 100
+LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
+
+Clock = Callable[[], float]
+Effect = Callable[[Any], Any]
+T = TypeVar("T")
+
+__all__ = [
+    "MAX_CLAIM_LIMIT",
+    "MAX_ERROR_CHARS",
+    "MAX_PAYLOAD_DEPTH",
+    "STATES",
+    "Finished",
+    "Job",
+    "JobRecord",
+    "Purged",
+    "Queue",
+    "new_token",
+]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One claimed job, as the worker that holds its lease sees it."""
+
+    id: int
+    kind: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    lease_token: str
+    lease_expires_at: float
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job's row as stored, read back for a person or a test (not a lease: use claim()).
+    `payload` is the stored JSON text, undecoded, so any row can be read."""
+
+    id: int
+    kind: str
+    payload: str
+    state: str
+    attempts: int
+    max_attempts: int
+    visible_at: float
+    lease_token: str | None
+    worker: str | None
+    last_error: str | None
+    dedupe_key: str | None
+    created_at: float
+    finished_at: float | None
+    priority: int = 0
+    queue: str = DEFAULT_QUEUE
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one purge() did: rows removed (and archived, if asked), in how many write
+    transactions, and the longest of them, from BEGIN to COMMIT, in seconds."""
+
+    removed: int
+    archived: int
+    batches: int
+    longest_hold_s: float
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What running one claimed job came to, for settle(): a success (with the effect
+    to commit alongside the completion, if any) or a failure (`error` set)."""
+
+    job: Job
+    effect: Effect | None = None
+    error: str | None = None
+    retry: bool = True
+    exception: BaseException | None = field(default=None, compare=False, repr=False)  # for the log
+
+
+def new_token() -> str:
+    """A fresh lease token: 128 random bits. Every claim, single or batch, takes its
+    token from here."""
+    return secrets.token_hex(16)
+
+
+# -- the driver: what a backend must do ---------------------------------------------
+
+# A claimed row as every driver returns it.
+ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at)
+
+
+class Driver(Protocol):
+    """One backend's connection, SQL, clock and wake-up channel. Every method runs its
+    statements on the driver's connection; methods marked (tx) run inside the queue's
+    transaction. `now` is the clock's reading, or None for the database server's own."""
+
+    clock: Clock | None
+    where: str  # the database, as messages name it (a path, or a URL without its password)
+
+    @property
+    def db(self) -> Any: ...
+    def transaction(self) -> Any: ...  # a context manager: one write transaction
+    def savepoint(self) -> Any: ...  # a context manager: a nested one, for one job's effect
+    def classify(self, exc: BaseException) -> str | None: ...
+    def server_time(self) -> float: ...
+    def insert(self, row: dict[str, Any]) -> int | None: ...  # (tx)
+    def insert_many(self, rows: dict[str, Any]) -> None: ...  # (tx)
+    def hint_in_transaction(self) -> None: ...  # (tx)
+    def hint_after_commit(self) -> int: ...
+    def wake(self) -> int: ...
+    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool: ...
+    def next_due(self, scope: str, where: dict[str, Any]) -> float | None: ...
+    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
+    def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
+    def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
+    def run_effect(self, job: Job, effect: Effect) -> None: ...  # (tx)
+    def fail(self, params: dict[str, Any]) -> str | None: ...  # (tx)
+    def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None: ...  # (tx)
+    def release(self, job: Job, now: float | None) -> bool: ...  # (tx)
+    def state_of(self, job_id: int, *, lock: bool = False) -> str | None: ...  # (tx)
+    def cancel(self, job_id: int, now: float | None) -> None: ...  # (tx)
+    def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]: ...  # (tx)
+    def purge_bounds(self) -> tuple[int | None, int | None]: ...
+    def created_after(self, after: int) -> tuple[int, float] | None: ...
+    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]: ...  # (tx)
+    def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]: ...
+    def queue_stats(self, now: float | None) -> list[tuple]: ...
+    def job(self, job_id: int) -> JobRecord | None: ...
+    def jobs(self, params: dict[str, Any]) -> list[JobRecord]: ...
+    def counts(self) -> dict[str, int]: ...
+    def listen(self) -> bool: ...
+    def wait_for_jobs(self, timeout: float) -> bool: ...
+    def interrupt_wait(self) -> None: ...
+    def reconnect(self) -> None: ...
+    def close(self) -> None: ...
+
+
+# -- errors: one translation for every backend ----------------------------------------
+
+# What a driver's classify() may call a database error, and the labqueue error it becomes.
+INFRASTRUCTURE = ("busy", "timeout", "readonly", "privilege", "full", "connection")
+# The labqueue errors that are the database's failure, never a job's: a worker that meets
+# one records no failure for the job it holds (the job stays leased, nothing was saved).
+DATABASE_FAILURES = (QueueBusy, ConnectionLost, StorageFull, CannotOpen)
+
+
+def translated(driver: Driver, exc: BaseException, *, timeout: float) -> BaseException:
+    """The labqueue error a database error stands for (naming the database), or `exc`
+    itself when it is none of INFRASTRUCTURE nor "too_long"."""
+    if isinstance(exc, LabqueueError):
+        return exc
+    category = driver.classify(exc)
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    where = driver.where
+    if category == "busy":
+        return QueueBusy(
+            f"{where}: another connection held a lock for longer than the busy timeout of {timeout} s "
+            f"(lock timeout; {detail}); nothing was changed"
+        )
+    if category == "timeout":
+        return QueueBusy(
+            f"{where}: a statement ran past the database's statement timeout ({detail}); nothing was changed"
+        )
+    if category == "readonly":
+        return CannotOpen(
+            f"{where}: cannot write ({detail}): the database is read-only for this connection (a "
+            "read-only file, -wal or -shm file or folder, or a read-only server); nothing was changed"
+        )
+    if category == "privilege":
+        return CannotOpen(
+            f"{where}: this user lacks a privilege the queue needs ({detail}); nothing was changed"
+        )
+    if category == "full":
+        return StorageFull(f"{where}: {detail}; the transaction was rolled back (disk or database full)")
+    if category == "connection":
+        return ConnectionLost(
+            f"{where}: the connection to the database was lost ({detail}); the transaction in "
+            "progress was rolled back unless its COMMIT had reached the server, and every lease "
+            "stays fenced, so retrying after reconnect() applies nothing twice"
+        )
+    if category == "too_long":
+        return InvalidArgument(
+            f"{where}: a value is too large for the database ({detail}); nothing was written"
+        )
+    return exc
+
+
+# -- the queue --------------------------------------------------------------------------
+
+
+class Queue:
+    """A durable job queue over one driver: leases, fencing tokens, retries with
+    full-jitter backoff, dead letters, heartbeats, group commit, cancel, purge.
+
+    Every deadline (a job's run time, the end of its lease, its retry time) is an
+    absolute reading of the queue's clock taken when it was set, compared with the clock
+    at each claim. A step in the clock therefore moves all deadlines at once. Forward by
+    d: every lease and delay is d shorter, so a live job may be claimed by a second
+    worker, whose new token fences the first one out. Back by d: they all last d longer.
+    Either way nothing is lost or finished twice: complete, fail and heartbeat check the
+    token, never the clock, and a heartbeat renews the lease from the clock's reading."""
+
+    def __init__(self, driver: Driver, settings: dict[str, Any]) -> None:
+        self._d = driver
+        self.lease_seconds: float = settings["lease_seconds"]
+        self.max_attempts: int = settings["max_attempts"]
+        self.backoff_base: float = settings["backoff_base"]
+        self.backoff_cap: float = settings["backoff_cap"]
+        self.timeout: float = settings["timeout"]
+        self.rng: Callable[[], float] = settings["rng"]
+        self._checked_worker: str | None = None
+
+    # -- plumbing -------------------------------------------------------------
+
+    @property
+    def db(self) -> Any:
+        """The driver's connection (sqlite3 or psycopg): effects and the course use it."""
+        return self._d.db
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock deadlines are written in: a callable, or None for a database server's own."""
+        return self._d.clock
+
+    def _now(self) -> float | None:
+        clock = self._d.clock
+        return None if clock is None else clock()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        """Run the block as one write transaction on the driver's connection: committed at
+        its end, rolled back on any exception (KeyboardInterrupt included), and a database
+        error that stands for a labqueue error raised as that error."""
+        try:
+            with self._d.transaction() as db:
+                yield db
+        except Exception as exc:
+            mapped = translated(self._d, exc, timeout=self.timeout)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _read(self, action: Callable[[], T]) -> T:
+        """A read outside a transaction, its database errors translated as _tx()'s are."""
+        try:
+            return action()
+        except Exception as exc:
+            mapped = translated(self._d, exc, timeout=self.timeout)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def server_time(self) -> float:
+        """The clock deadlines are compared with, now (one round trip on a database server)."""
+        return self._read(self._d.server_time)
+
+    def reconnect(self) -> None:
+        """Open the driver's connection again after ConnectionLost (a server restart, a
+        terminated session). Listening for hints resumes; leases are untouched."""
+        self._read(self._d.reconnect)
+
+    def _check_worker(self, worker: object) -> None:
+        if worker is not self._checked_worker:  # the same name again costs one comparison
+            validate.text("worker", worker)  # not indexed: no length limit
+            self._checked_worker = worker  # type: ignore[assignment]
+
+    # -- producing --------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+        dedupe_key: str | None = None,
+        priority: int = 0,
+        queue: str = DEFAULT_QUEUE,
+    ) -> int | None:
+        """Add one job, ready after `delay` seconds, and return the new row's id. If a
+        job with this dedupe_key is already stored, nothing changes and the result is None.
+        A higher `priority` is claimed first; `queue` names the queue it waits in (a
+        worker may take from some queues only). Idle workers are woken.
+
+        The payload must read back as it went in: JSON without NaN or infinity, nested
+        at most MAX_PAYLOAD_DEPTH deep, dict keys strings (JSON would turn 1 into "1",
+        and {1: 'a', '1': 'b'} would lose a value); tuples come back as lists.
+        Anything else raises PayloadNotSerializable."""
+        row = {
+            "kind": validate.kind(kind),
+            "delay": validate.positive("delay", delay, allow_zero=True),
+            "max_attempts": self.max_attempts
+            if max_attempts is None
+            else validate.attempts("max_attempts", max_attempts),
+            "dedupe_key": validate.dedupe_key(dedupe_key),
+            "priority": validate.priority(priority),
+            "queue": validate.queue_name(queue),
+            "payload": to_json(payload),
+        }
+        row["now"] = self._now()
+        with self._tx():
+            job_id = self._d.insert(row)
+            if job_id is not None and row["delay"] == 0:
+                self._d.hint_in_transaction()
+        if job_id is not None and row["delay"] == 0:
+            self._d.hint_after_commit()
+        return job_id
+
+    def enqueue_many(
+        self, kind: str, payloads: Iterable[Any], *, priority: int = 0, queue: str = DEFAULT_QUEUE
+    ) -> int:
+        """Add many jobs in one transaction: all of them, or (on any error) none.
+        Each payload follows enqueue()'s rules."""
+        validate.kind(kind)
+        priority = validate.priority(priority)
+        queue = validate.queue_name(queue)
+        if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Iterable):
+            raise InvalidArgument(f"payloads must be an iterable of payloads, got {payloads!r:.80}")
+        bodies = []
+        for index, payload in enumerate(payloads):
+            try:
+                bodies.append(to_json(payload))
+            except PayloadNotSerializable as exc:
+                raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
+        if not bodies:
+            return 0
+        rows = {
+            "kind": kind,
+            "payloads": bodies,
+            "max_attempts": self.max_attempts,
+            "priority": priority,
+            "queue": queue,
+            "now": self._now(),
+        }
+        with self._tx():
+            self._d.insert_many(rows)
+            self._d.hint_in_transaction()
+        self._d.hint_after_commit()
+        return len(bodies)
+
+    def wake_workers(self) -> int:
+        """Hint idle workers that a job may be ready (never inside a transaction).
+        Returns how many hints went out; never raises. A hint only ends a wait early."""
+        try:
+            return self._d.wake()
+        except Exception:  # a hint that cannot be sent costs a poll, never a job
+            return 0
+
+    # -- consuming --------------------------------------------------------------
+
+    def _claim_params(self, worker: str, limit: int, where: dict[str, Any]) -> dict[str, Any]:
+        now = self._now()
+        return {
+            "now": now,
+            "lease_seconds": self.lease_seconds,
+            "lease_end": None if now is None else now + self.lease_seconds,
+            "token": new_token(),
+            "worker": worker,
+            "limit": limit,
+            "reason": LAST_ATTEMPT_EXPIRED,
+            **where,
+        }
+
+    def _claimed(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[Job]:
+        """The claim inside the caller's transaction: the driver leases rows, and each
+        becomes a Job, or is dead-lettered with the reason when it cannot be read (no
+        retry can change a stored payload, so that job is never run)."""
+        return self._jobs_of(self._d.claim(params, scope, batch=batch), params["now"])
+
+    def _jobs_of(self, rows: list[ClaimedRow], now: float | None) -> list[Job]:
+        jobs = []
+        for row in rows:
+            kind, payload = row[1], row[2]
+            if type(kind) is str and type(payload) is str:
+                try:
+                    jobs.append(Job(row[0], kind, json.loads(payload), row[3], row[4], row[5], row[6]))
+                    continue
+                except (ValueError, RecursionError):
+                    pass
+            reason = f"unreadable job, not run: {unreadable(kind, payload)}"
+            self._d.bury(row[0], row[5], reason[:MAX_ERROR_CHARS], now)
+        jobs.sort(key=lambda job: job.id)
+        return jobs
+
+    def claim(self, worker: str, *, limit: int = 1, queues: Sequence[str] | None = None) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, highest priority first and then
+        oldest first, from `queues` (None: every queue), returned sorted by id.
+
+        Readiness is a single test, visible_at <= now. The column holds a queued job's
+        start time and a running job's lease deadline, so an expired lease is picked up
+        here and no reaper is needed. Jobs whose lease ran out on their last attempt
+        become dead. A claimed row that cannot be read (its payload is not JSON text)
+        is dead-lettered in the same transaction, with the reason, and left out; the
+        rest of the batch is returned. `limit` is at most MAX_CLAIM_LIMIT. It looks
+        before it locks: on an empty queue it returns [] after one read."""
+        limit = validate.claim_limit(limit)
+        self._check_worker(worker)
+        scope, where = scope_of(queues)
+        if not self._ready(scope, where):
+            return []
+        with self._tx():
+            return self._claimed(self._claim_params(worker, limit, where), scope, batch=False)
+
+    def claim_batch(self, worker: str, limit: int, *, queues: Sequence[str] | None = None) -> list[Job]:
+        """Lease up to `limit` ready jobs to `worker`, oldest first, after a read has shown
+        that something is ready (an empty queue costs no lock). A job handed out before
+        (attempts > 0: its worker may have crashed on it) comes alone, so a job that
+        kills its worker cannot take a batch of others down with it twice (batch_size())."""
+        limit = validate.claim_limit(limit)
+        self._check_worker(worker)
+        scope, where = scope_of(queues)
+        if not self._ready(scope, where):
+            return []
+        with self._tx():
+            return self._claimed(self._claim_params(worker, limit, where), scope, batch=True)
+
+    def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
+        """Lease the next ready job to `worker`, or return None. The same rules as
+        claim(worker): oldest first, attempts counted, and jobs whose lease ran out on
+        their last attempt retired as dead. An unreadable row is dead-lettered and the
+        next ready job is claimed instead."""
+        self._check_worker(worker)
+        scope, where = scope_of(queues)
+        with self._tx():
+            return self._claim_one(worker, scope, where)
+
+    def _claim_one(self, worker: str, scope: str, where: dict[str, Any]) -> Job | None:
+        while True:  # an unreadable row is buried, and the next one claimed instead
+            params = self._claim_params(worker, 1, where)
+            rows = self._d.claim(params, scope, batch=True)
+            if not rows:
+                return None
+            jobs = self._jobs_of(rows, params["now"])
+            if jobs:
+                return jobs[0]
+
+    def complete(self, job: Job, effect: Effect | None = None) -> bool:
+        """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
+        once the fence has passed, inside the completing transaction, so its writes are
+        saved together with the done state or not saved at all. Returns False, without
+        running the effect, for a stale lease.
+
+        The effect must leave the transaction to labqueue: one that commits, rolls back
+        or begins a transaction is stopped and raises EffectEndedTransaction, with
+        everything rolled back."""
+        check_job(job)
+        check_effect(effect)
+        with self._tx():
+            if not self._d.complete(job, self._now()):
+                return False
+            if effect is not None:
+                self._d.run_effect(job, effect)
+        return True
+
+    def complete_and_claim(
+        self, job: Job, worker: str, effect: Effect | None = None, *, queues: Sequence[str] | None = None
+    ) -> tuple[bool, Job | None]:
+        """complete(job, effect), then claim_next(worker), in one write transaction.
+
+        Returns (accepted, next job or None). The fence, the effect and its rollback
+        are complete()'s: a stale lease returns False without running the effect and
+        still claims; an effect that raises rolls back the completion and the claim
+        together, and the exception propagates with the job still leased to us."""
+        check_job(job)
+        check_effect(effect)
+        self._check_worker(worker)
+        scope, where = scope_of(queues)
+        with self._tx():
+            accepted = self._d.complete(job, self._now())
+            if accepted and effect is not None:
+                self._d.run_effect(job, effect)
+            return accepted, self._claim_one(worker, scope, where)
+
+    def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
+        """Record a failure. Returns "queued" (a retry after full-jitter backoff),
+        "dead" (out of attempts, or retry=False), or None for a stale lease. The
+        error keeps its first MAX_ERROR_CHARS characters; text UTF-8 cannot encode
+        (a lone surrogate) and NUL are kept as backslash escapes."""
+        check_job(job)
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a string, got {type(error).__name__} {error!r:.80}")
+        if not isinstance(retry, bool):
+            raise InvalidArgument(f"retry must be True or False, got {retry!r}")
+        with self._tx():
+            return self._fail(job, error, retry, self._now())
+
+    def _fail(self, job: Job, error: str, retry: bool, now: float | None) -> Literal["queued", "dead"] | None:
+        """The fenced failure inside the caller's transaction: retried after backoff, or dead."""
+        delay = self.backoff_delay(job.attempts)
+        params = {
+            "final": not retry,
+            "delay": delay,
+            "retry_at": None if now is None else now + delay,
+            "now": now,
+            "error": stored_error(error),
+            "id": job.id,
+            "token": job.lease_token,
+        }
+        return self._d.fail(params)  # type: ignore[return-value]
+
+    def backoff_delay(self, attempts: int) -> float:
+        """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
+        up to backoff_cap. The doubling stops at the cap: 2 ** attempts is never
+        computed past it, so any attempt number works."""
+        return self.rng() * backoff_ceiling(attempts, self.backoff_base, self.backoff_cap)
+
+    def heartbeat(self, job: Job) -> bool:
+        """Move the lease deadline to now + lease_seconds. Returns False, changing
+        nothing, once our token no longer matches a running job."""
+        check_job(job)
+        with self._tx():
+            return self._d.extend(job, self._now(), self.lease_seconds) is not None
+
+    # -- waiting for work -------------------------------------------------------------
+
+    def any_ready(self, queues: Sequence[str] | None = None) -> bool:
+        """Whether a claim would find something now: a job to run (in `queues`, None for
+        every queue), or an expired lease on a last attempt to retire. One read and no
+        write lock, so producers and busy workers carry on while an idle worker looks."""
+        return self._ready(*scope_of(queues))
+
+    def _ready(self, scope: str, where: dict[str, Any]) -> bool:
+        return self._read(lambda: self._d.ready(scope, where, self._now()))
+
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """When the next live job (in `queues`, None for every queue) is due by the clock:
+        a delayed job's start, a retry's backoff, a lease's end (None when nothing is
+        queued or running). An idle worker waits no longer than this."""
+        scope, where = scope_of(queues)
+        return self._read(lambda: self._d.next_due(scope, where))
+
+    def listen(self) -> bool:
+        """Start listening for producers' hints (a worker calls it once, before its first
+        idle wait). True if hints can reach this queue; False means wait_for_jobs() only
+        sleeps (see the driver)."""
+        return self._read(self._d.listen)
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a producer's hint that a job was enqueued.
+        True if one came. A hint is never the truth: look (any_ready) and claim after it."""
+        timeout = validate.positive("timeout", timeout, allow_zero=True)
+        return self._read(lambda: self._d.wait_for_jobs(timeout))
+
+    def interrupt_wait(self) -> None:
+        """End a wait_for_jobs() in progress early where the driver can (a stop signal's
+        handler calls it)."""
+        self._d.interrupt_wait()
+
+    # -- group commit: a batch per write transaction -------------------------------
+    # The worker's path: claim a batch, run it, then report every job of it and claim
+    # the next batch in one write transaction. Each job keeps its own rules: its
+    # completion is fenced by its token, its effect commits with its completion or not
+    # at all (a savepoint per job), its failure is retried or dead-lettered. What the
+    # batch shares is the transaction, so one commit serves many jobs.
+
+    def settle(
+        self,
+        finished: Sequence[Finished],
+        *,
+        claim_for: str | None = None,
+        limit: int = 1,
+        queues: Sequence[str] | None = None,
+    ) -> tuple[list[str], list[Job]]:
+        """Report every job in `finished` in one write transaction and, when `claim_for`
+        names a worker, claim its next batch of up to `limit` jobs in the same one.
+
+        Returns each job's outcome ("done", "queued", "dead", "cancelled" for a job
+        cancelled while it ran, or "lost" for a job whose lease was no longer ours) and
+        the jobs claimed (from `queues`, None for every queue). A stale token rejects
+        that job only; an effect that raises rolls back that job's completion only (a
+        savepoint) and fails it with the error, while the rest of the batch still
+        commits. A database failure (a lock or statement timeout, a lost connection, a
+        full disk) is never counted as a job's failure: it raises, nothing of the batch
+        is saved, and the same reports can be settled again (each is fenced). An effect
+        that tries to end the transaction raises EffectEndedTransaction and nothing of
+        the batch is saved, as complete() does."""
+        for report in finished:
+            check_job(report.job)
+        if claim_for is not None:
+            limit = validate.claim_limit(limit)
+            self._check_worker(claim_for)
+            scope, where = scope_of(queues)
+        with self._tx():
+            now = self._now()
+            outcomes = [self._settle_one(report, now) for report in finished]
+            if claim_for is None:
+                return outcomes, []
+            return outcomes, self._claimed(self._claim_params(claim_for, limit, where), scope, batch=True)
+
+    def _settle_one(self, report: Finished, now: float | None) -> str:
+        job, d = report.job, self._d
+        if report.error is not None:
+            return self._fail(job, report.error, report.retry, now) or self._why_lost(job)
+        if report.effect is None:
+            return "done" if d.complete(job, now) else self._why_lost(job)
+        with d.savepoint() as undo:
+            if not d.complete(job, now):
+                return self._why_lost(job)
+            try:
+                d.run_effect(job, report.effect)
+                return "done"
+            except EffectEndedTransaction:
+                raise  # the transaction itself is in question: the whole batch rolls back
+            except Exception as exc:
+                if d.classify(exc) in INFRASTRUCTURE:
+                    raise  # the database's failure, not the job's: the batch rolls back
+                error = f"{type(exc).__name__}: {exc}"
+            undo()  # this job's completion and effect are undone, no other job's
+        return self._fail(job, error, True, now) or self._why_lost(job)
+
+    def _why_lost(self, job: Job) -> str:
+        """A report refused by the fence: "cancelled" if the job was cancelled, else "lost"
+        (another worker holds it now, or it was retired). Read on the rare path only."""
+        return "cancelled" if self._d.state_of(job.id) == "cancelled" else "lost"
+
+    def extend(self, jobs: Sequence[Job]) -> list[Job]:
+        """Heartbeat several jobs in one write transaction: each lease still ours runs to
+        now + lease_seconds. Returns those jobs with their new deadline; a job missing
+        from the result has been taken over and must not be run or reported."""
+        for job in jobs:
+            check_job(job)
+        kept = []
+        with self._tx():
+            now = self._now()
+            for job in jobs:
+                deadline = self._d.extend(job, now, self.lease_seconds)
+                if deadline is not None:
+                    kept.append(replace(job, lease_expires_at=deadline))
+        return kept
+
+    def release(self, jobs: Sequence[Job]) -> int:
+        """Give back claimed jobs that were never started (a warm stop mid-batch): queued
+        and ready at once, the attempt the claim counted returned. Returns how many were
+        still ours."""
+        for job in jobs:
+            check_job(job)
+        if not jobs:
+            return 0
+        with self._tx():
+            now = self._now()
+            return sum(self._d.release(job, now) for job in jobs)
+
+    # -- operating --------------------------------------------------------------
+
+    def cancel(self, job_id: int) -> str:
+        """Cancel job `job_id` and return the state it was cancelled in. "queued": it will
+        never run. "running": its lease is void, so its worker's next heartbeat, completion
+        or failure is refused (a late completion's effect never commits) and the worker can
+        see the job's state is "cancelled". A finished job (done, dead, or cancelled
+        already) raises CannotCancel and nothing changes; an unknown id JobNotFound."""
+        validate.job_id(job_id)
+        with self._tx():
+            state = self._d.state_of(job_id, lock=True)
+            if state is None:
+                raise JobNotFound(f"no job has id {job_id}: nothing was cancelled")
+            if state not in ("queued", "running"):
+                raise CannotCancel(
+                    f"job {job_id} is {state} already: only a queued or running job can be cancelled"
+                )
+            self._d.cancel(job_id, self._now())
+        return state
+
+    def every(
+        self,
+        kind: str,
+        seconds: float,
+        payload: Any = None,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int | None = None,
+    ) -> int | None:
+        """One tick of a periodic schedule: enqueue this period's job unless it exists.
+
+        Periods are the clock's multiples of `seconds` (a 60 s schedule's periods start
+        on the minute; on a database server, its clock's). The job carries the dedupe key
+        "every:<name>:<period start>", so however many schedulers tick at once, each
+        period gets exactly one job; call it as often as you like. Returns the new job's
+        id, or None if this period's job was enqueued already. Missed periods are
+        skipped: after downtime the current period runs once. `name` (default: kind)
+        tells two schedules of one kind apart."""
+        validate.kind(kind)
+        validate.positive("seconds", seconds)
+        key = every_key(kind, seconds, name, self.server_time())
+        return self.enqueue(
+            kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
+        )
+
+    def purge(
+        self,
+        older_than: float,
+        *,
+        states: str | Iterable[str] = ("done",),
+        batch: int = 1000,
+        archive: bool = False,
+    ) -> Purged:
+        """Remove finished jobs (`states`: done by default; dead and cancelled only when
+        named) that finished at least `older_than` seconds ago, and return what was done.
+
+        The table is walked by id in windows of `batch` rows, each window its own short
+        write transaction, so producers and workers wait at most one window's work.
+        (`longest_hold_s` is measured around BEGIN ... COMMIT, so it also counts the
+        commit's own work.) Queued and running jobs are never removed, nor is the newest
+        row (ids are never handed out twice). With `archive`, each window moves its rows
+        into jobs_archive in a way that cannot split: a row is deleted only as it is
+        archived. Freed space stays for new jobs; reclaim_space() hands it back."""
+        older_than, chosen, batch = purge_settings(older_than, states, batch, archive)
+        before = self.server_time() - older_than
+        first, last = self._read(self._d.purge_bounds)
+
+        def window(after: int, size: int) -> tuple[int, int]:
+            params = {"states": chosen, "before": before, "after": after, "batch": size}
+            with self._tx():
+                params["now"] = self._now()
+                return self._d.purge_window(params, archive)
+
+        def next_job(after: int) -> tuple[int, float] | None:
+            return self._read(lambda: self._d.created_after(after))
+
+        return walk_purge(first, last, batch, before, next_job, window)
+
+    def space(self) -> dict[str, int]:
+        """What the jobs take on disk (the driver's own measure: pages, or bytes)."""
+        return self._read(self._d.space)
+
+    def reclaim_space(self, pages: int | None = None) -> int:
+        """Hand free space back (see the driver); returns how much was freed."""
+        if pages is not None:
+            pages = validate.whole("pages", pages, low=1)
+        return self._read(lambda: self._d.reclaim_space(pages))
+
+    def vacuum(self) -> None:
+        """Rebuild or vacuum the table (see the driver): run it when the queue is quiet."""
+        self._read(self._d.vacuum)
+
+    def requeue_dead(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Put dead jobs (all of them, or those in `ids`) back in the queue, attempts reset to 0.
+        Returns the ids requeued, sorted. An empty `ids` requeues nothing."""
+        chosen = None if ids is None else validate.job_ids(ids)
+        if chosen == []:
+            return []
+        with self._tx():
+            requeued = sorted(self._d.requeue_dead(chosen, self._now()))
+            if requeued:
+                self._d.hint_in_transaction()
+        if requeued:
+            self._d.hint_after_commit()
+        return requeued
+
+    def stats(self) -> dict[str, float | int]:
+        """What to watch, read through the partial indexes only: finished rows are
+        never scanned, however many there are."""
+        queued, running, ready, age, dead = self._read(lambda: self._d.stats(self._now()))
+        return {
+            "queued": queued,
+            "running": running,
+            "ready_now": ready,
+            "oldest_ready_age_s": round(age, 1) if age is not None else 0.0,
+            "dead": dead,
+        }
+
+    def queue_stats(self) -> dict[str, dict[str, float | int]]:
+        """stats() per named queue (live rows only): queued, running, ready_now and
+        oldest_ready_age_s. A queue with no live job is not listed."""
+        return {
+            name: {
+                "queued": queued,
+                "running": running,
+                "ready_now": ready,
+                "oldest_ready_age_s": round(age, 1) if age is not None else 0.0,
+            }
+            for name, queued, running, ready, age in self._read(lambda: self._d.queue_stats(self._now()))
+        }
+
+    # -- reading jobs back --------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord | None:
+        """The stored row of job `job_id`, or None if there is none."""
+        validate.job_id(job_id)
+        return self._read(lambda: self._d.job(job_id))
+
+    def jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        queue: str | None = None,
+    ) -> list[JobRecord]:
+        """Stored rows in id order, filtered by state (one or several), kind and queue.
+        Reads the whole table when unfiltered: for people and tests, not the hot path."""
+        params = {
+            "states": validate.states(state),
+            "kind": None if kind is None else validate.kind(kind),
+            "queue": None if queue is None else validate.queue_name(queue),
+            "limit": None if limit is None else validate.read_limit(limit),
+        }
+        return self._read(lambda: self._d.jobs(params))
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state (every state listed, zeros included). Counts
+        the whole table: stats() is the cheap reading for a dashboard."""
+        found = self._read(self._d.counts)
+        return {state: found.get(state, 0) for state in STATES}
+
+    def close(self) -> None:
+        self._d.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# -- the rules, as functions both the queue and its drivers use ---------------------------
+
+
+def settings(
+    lease_seconds: object,
+    max_attempts: object,
+    backoff_base: object,
+    backoff_cap: object,
+    timeout: object,
+    rng: object,
+) -> dict[str, Any]:
+    """The queue's own settings checked, before any driver connects."""
+    if not callable(rng):
+        raise InvalidArgument(f"rng must be a callable returning a float in [0, 1), got {rng!r}")
+    return {
+        "lease_seconds": validate.positive("lease_seconds", lease_seconds),
+        "max_attempts": validate.attempts("max_attempts", max_attempts),
+        "backoff_base": validate.positive("backoff_base", backoff_base),
+        "backoff_cap": validate.positive("backoff_cap", backoff_cap),
+        "timeout": validate.positive("timeout", timeout, allow_zero=True),
+        "rng": rng,
+    }
+
+
+def check_job(job: object) -> None:
+    """A Job from claim() (or a copy of one): anything else cannot name a lease."""
+    if not isinstance(job, Job):
+        raise InvalidArgument(f"job must be a Job returned by a claim, got {type(job).__name__} {job!r:.80}")
+
+
+def check_effect(effect: object) -> None:
+    if effect is not None and not callable(effect):
+        raise InvalidArgument(f"effect must be a callable taking the connection, or None, got {effect!r:.80}")
+
+
+def stored_error(error: str) -> str:
+    """An error message as every backend can store it: its first MAX_ERROR_CHARS
+    characters, text UTF-8 cannot encode (a lone surrogate) and NUL as escapes."""
+    text = error[:MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
+def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
+    """The full-jitter ceiling after `attempts`: base doubled per attempt, at most cap. The
+    doubling stops at the cap, so 2 ** attempts is never computed past it."""
+    doublings = attempts - 1
+    if doublings >= math.log2(cap) - math.log2(base):
+        return cap
+    return min(cap, math.ldexp(base, max(doublings, -1100)))  # below the cap: ldexp cannot overflow
+
+
+def batch_size(attempts: Sequence[int]) -> int:
+    """How many of the next ready jobs (their attempts, in claim order) one batch takes:
+    one job handed out before alone, else the leading run of jobs never handed out.
+    (PostgreSQL's claim states the same rule in SQL: labqueue/postgres/sql.py BATCH_PICK.)"""
+    if not attempts:
+        return 0
+    if attempts[0] > 0:
+        return 1
+    run = 0
+    for n in attempts:
+        if n > 0:
+            break
+        run += 1
+    return run
+
+
+def scope_of(queues: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    """Which claim statement serves `queues`, and its parameters: every queue, one named
+    queue or several (through jobs_queue_ready), the default queue alone or among others
+    (through jobs_ready); see sql.SCOPES. Several names travel as a list."""
+    names = validate.queue_names(queues)
+    if names is None:
+        return "all", {}
+    if names == [DEFAULT_QUEUE]:
+        return "default", {}
+    if len(names) == 1:
+        return "one", {"queue": names[0]}
+    return ("some_default" if DEFAULT_QUEUE in names else "some"), {"queues": names}
+
+
+def purge_settings(
+    older_than: object, states: object, batch: object, archive: object
+) -> tuple[float, list[str], int]:
+    """purge()'s arguments checked: the age, the states, the window."""
+    older_than = validate.positive("older_than", older_than, allow_zero=True)
+    chosen = validate.finished_states(states)
+    batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
+    if not isinstance(archive, bool):
+        raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+    return older_than, chosen, batch
+
+
+def walk_purge(
+    first: int | None,
+    last: int | None,
+    batch: int,
+    before: float,
+    next_job: Callable[[int], tuple[int, float] | None],
+    window: Callable[[int, int], tuple[int, int]],
+) -> Purged:
+    """purge()'s walk: ids from `first` up to (not including) `last`, the newest, in
+    windows of `batch` ids, each one `window(after, size)` -> (removed, archived) in its
+    own transaction. Gaps are jumped (`next_job(after)`: the next id and its created_at),
+    and the walk stops at a job created after `before`: it cannot have finished before
+    it (ids follow creation, near enough; a job missed is purged next time)."""
+    removed = archived = batches = 0
+    longest = 0.0
+    after = (first or 0) - 1
+    while last is not None and after + 1 < last:
+        nxt = next_job(after)
+        if nxt is None or nxt[1] > before:
+            break
+        after = max(after, nxt[0] - 1)
+        size = min(batch, last - 1 - after)
+        began = time.monotonic()
+        gone, copied = window(after, size)
+        longest = max(longest, time.monotonic() - began)
+        removed, archived, batches = removed + gone, archived + copied, batches + 1
+        after += size
+    return Purged(removed, archived, batches, longest)
+
+
+def period_start(now: float, seconds: float) -> float:
+    """The start of the period of length `seconds` that `now` falls in (multiples of
+    `seconds` since the epoch), the same for every process that reads the same clock."""
+    return math.floor(now / seconds) * seconds
+
+
+def every_key(kind: object, seconds: object, name: object, now: float) -> str:
+    """every()'s arguments checked, and the dedupe key of the period `now` falls in."""
+    validate.kind(kind)
+    seconds = validate.positive("seconds", seconds)
+    label = validate.text("name", kind if name is None else name)
+    return period_key(label, period_start(now, seconds))
+
+
+def period_key(name: str, start: float) -> str:
+    """The dedupe key of a schedule's period: "every:<name>:<start>", the start in whole
+    seconds when it is whole (as it is for whole-second periods)."""
+    start = float(start)
+    return f"every:{name}:{int(start) if start.is_integer() else repr(start)}"
+
+
+# -- payloads -----------------------------------------------------------------------------
+
+
+class Unreadable:
+    """A stored value a driver could not decode as text, standing in for it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def unreadable(kind: object, payload: object) -> str:
+    """Why a claimed row cannot become a Job."""
+    if isinstance(kind, Unreadable):
+        return f"its kind is {kind.reason}"
+    if type(kind) is not str:
+        return f"its kind is stored as {type(kind).__name__} {kind!r:.80}, not text"
+    if isinstance(payload, Unreadable):
+        return f"its payload is {payload.reason}"
+    if isinstance(payload, bytes):
+        return f"its payload is stored as a BLOB ({len(payload)} bytes), not JSON text"
+    if type(payload) is not str:
+        return f"its payload is stored as {type(payload).__name__} {payload!r:.80}, not JSON text"
+    try:
+        json.loads(payload)
+    except RecursionError:
+        return "its payload is JSON nested too deeply for Python to decode"
+    except ValueError as exc:
+        return f"its payload is not valid JSON ({exc}): {payload[:80]!r}"
+    return "its payload cannot be decoded"
+
+
+def to_json(payload: Any) -> str:
+    """The payload as JSON text that json.loads() turns back into the same value (tuples
+    become lists), or PayloadNotSerializable saying why not."""
+    try:
+        body = json.dumps(payload, allow_nan=False)
+    except RecursionError:
+        raise PayloadNotSerializable(
+            f"payload is nested deeper than MAX_PAYLOAD_DEPTH = {MAX_PAYLOAD_DEPTH} levels "
+            "(or contains itself)"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise PayloadNotSerializable(f"payload is not JSON-serialisable: {exc}") from None
+    if body.count("[") + body.count("{") > MAX_PAYLOAD_DEPTH:  # cheap: most payloads stop here
+        _check_depth(payload)
+    if "{" in body and not _string_keys_only(payload):  # only dicts have keys
+        problem = _key_problem(payload)
+        if problem:
+            raise PayloadNotSerializable(problem)
+    return body
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _string_keys_only(value: Any) -> bool:
+    """The fast check (nesting is bounded by now): every dict key is exactly a str."""
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) in _CONTAINERS and not _string_keys_only(item):
+                return False
+    elif type(value) in (list, tuple):
+        for item in value:
+            if type(item) in _CONTAINERS and not _string_keys_only(item):
+                return False
+    return True
+
+
+def _check_depth(payload: Any) -> None:
+    stack = [(payload, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list, tuple)):
+            depth += 1
+            if depth > MAX_PAYLOAD_DEPTH:
+                raise PayloadNotSerializable(
+                    f"payload is nested deeper than MAX_PAYLOAD_DEPTH = {MAX_PAYLOAD_DEPTH} levels"
+                )
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth) for item in items)
+
+
+def _key_problem(payload: Any) -> str | None:
+    """The first dict key JSON would change (any key that is not a string), or None."""
+    stack = [(payload, "payload")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    as_json = next(iter(json.loads(json.dumps({key: 0}))))
+                    clash = as_json in value
+                    return (
+                        f"{where} has the {type(key).__name__} key {key!r}: JSON stores every key as a "
+                        f"string, so it would come back as {as_json!r}"
+                        + (f" and collide with the key {as_json!r} already there" if clash else "")
+                        + "; use string keys"
+                    )
+                stack.append((item, f"{where}[{key!r}]"))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+    return None

@@ -1,0 +1,1 @@
+"""The backends' drivers (labqueue.core.Driver): SQLite here; PostgreSQL in labqueue.postgres.driver."""

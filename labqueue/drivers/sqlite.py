@@ -1,0 +1,762 @@
+"""The SQLite driver: one file, its connection, its SQL (labqueue/sql.py), its clock and
+its wake-up channel (labqueue/wakeup.py). The rules it serves live in labqueue/core.py.
+
+What is SQLite's own is here: checking a file before it is touched, the schema's
+migrations in `PRAGMA user_version`, BEGIN IMMEDIATE with a busy wait Python can
+interrupt, the authorizer that keeps an effect from ending the transaction, and reading
+rows whose text another program stored as invalid UTF-8.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .. import sql, validate, wakeup
+from ..core import Clock, Effect, Job, JobRecord, Unreadable, batch_size, translated
+from ..errors import (
+    CannotOpen,
+    EffectEndedTransaction,
+    ForeignDatabase,
+    ForeignJobsTable,
+    InvalidArgument,
+    NotADatabase,
+    QueueNotFound,
+    SchemaTooNew,
+)
+from ..versions import require_returning
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# How long SQLite itself waits for the write lock before Python tries again: between
+# tries Python runs its signal handlers, so a second stop signal is not held up by a
+# wait in C. The queue's `timeout` is the total over all tries.
+BUSY_SLICE = 0.1
+
+T = TypeVar("T")
+
+
+class SqliteDriver:
+    """One SQLite file, opened (and created or upgraded) for one queue, as JobQueue's
+    docstring describes. Open one per process or thread; a connection is not shared."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock,
+        synchronous: str,
+        schema: str | None,
+        timeout: float,
+        create: bool,
+        wake: bool,
+    ) -> None:
+        require_returning()
+        level = str(synchronous).upper()
+        if level not in SYNCHRONOUS_LEVELS:
+            raise InvalidArgument(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False, got {create!r}")
+        if not isinstance(wake, bool):
+            raise InvalidArgument(f"wake must be True or False, got {wake!r}")
+        if not callable(clock):
+            raise InvalidArgument(f"clock must be a callable returning seconds, got {clock!r}")
+        self.clock = clock
+        self.timeout = timeout
+        self.wake_enabled = wake  # notify idle workers after an enqueue, and wait for hints when idle
+        self._waiter: wakeup.Waiter | None = None
+        self.path = Path(validate.db_path(path))
+        self.where = str(self.path)
+        _check_is_sqlite_file(self.path)
+        if not create and not self.path.is_file():
+            raise QueueNotFound(
+                f"{self.path} does not exist: create=False opens an existing queue only, "
+                "so nothing was created (is the path mistyped?)"
+            )
+        _check_writable(self.path)
+        # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
+        # transaction from transaction(); a lone read runs in autocommit. The busy timeout
+        # is one slice of the timeout: _retry_busy() makes up the rest in Python.
+        try:
+            if create:
+                self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self._slice())
+            else:  # mode=rw: SQLite itself never creates the file, even if it vanished meanwhile
+                uri = self.path.absolute().as_uri() + "?mode=rw"
+                self.db = sqlite3.connect(uri, isolation_level=None, timeout=self._slice(), uri=True)
+        except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
+            if not create:
+                raise QueueNotFound(f"cannot open the existing queue {self.path} ({exc})") from exc
+            raise CannotOpen(
+                f"cannot open or create {self.path} ({exc}): check that its folder "
+                f"{self.path.parent} exists and is writable"
+            ) from exc
+        self.db.row_factory = sqlite3.Row
+        # The worker loop's statements run on one reused cursor that yields plain tuples:
+        # no cursor or Row object per statement on the hot path.
+        self._hot = self.db.cursor()
+        self._hot.row_factory = None
+        # Consulted by SQLite only when it prepares a statement, so it costs the cached
+        # statements of the hot path nothing.
+        self._guard = _EffectGuard()
+        self.db.set_authorizer(self._guard)
+        try:
+            self._retry_busy(lambda: self._open(schema, level, create))
+        except sqlite3.OperationalError as exc:  # locked, full or read-only while preparing the file
+            self.db.close()
+            raise translated(self, exc, timeout=self.timeout) from exc
+        except sqlite3.DatabaseError as exc:  # an SQLite header on a damaged or foreign file
+            self.db.close()
+            raise NotADatabase(f"{self.path} is not a usable SQLite database ({exc})") from exc
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _open(self, schema: str | None, level: str, create: bool) -> None:
+        """Check the file, then set it up. Everything that can refuse the file reads
+        only, so a refused file is left as it was."""
+        found = self.db.execute(sql.JOBS_OBJECT).fetchone()
+        version = self.db.execute(sql.USER_VERSION).fetchone()[0]
+        if found is None:
+            if not create:
+                raise QueueNotFound(
+                    f"{self.path} has no jobs table: create=False opens an existing queue only, "
+                    "so no table was added and the file was not changed"
+                )
+            if version != 0:
+                raise ForeignDatabase(
+                    f"{self.path} has no jobs table and its PRAGMA user_version is {version}: it is "
+                    "another application's database that keeps its own schema version where labqueue "
+                    "keeps its, so labqueue will not add its tables to it; use a file of its own"
+                )
+        else:
+            if version > sql.SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} has labqueue schema version {version} (PRAGMA user_version); this "
+                    f"labqueue knows versions up to {sql.SCHEMA_VERSION}: upgrade labqueue to open it"
+                )
+            _check_jobs_table(self.db, self.path, found, _versioned(self.db, version))
+        if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
+            # A brand-new file: freed pages can be handed back later (reclaim_space). The
+            # setting only takes before the first table exists; a full VACUUM applies it later.
+            self.db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        # A PRAGMA takes no parameters; the level was checked against a fixed list.
+        self.db.execute(f"PRAGMA synchronous = {level}")
+        if schema == sql.SCHEMA:
+            if found is None or version < sql.SCHEMA_VERSION:
+                self._migrate()
+        elif schema:  # a schema of the caller's own (the course's index experiments)
+            self.db.executescript(schema)
+
+    def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION, one step of sql.MIGRATIONS at a time, in one
+        write transaction. The version is read again under the write lock: another
+        process may have created or upgraded the queue since we looked."""
+        with self.transaction() as db:
+            stamped = db.execute(sql.USER_VERSION).fetchone()[0]
+            version = _versioned(db, stamped, unversioned=0)
+            if version > sql.SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"{self.path} was upgraded to labqueue schema version {version} while opening; "
+                    f"this labqueue knows versions up to {sql.SCHEMA_VERSION}"
+                )
+            for step in sql.MIGRATIONS[version:]:
+                run_migration(db, step)
+            if version == sql.SCHEMA_VERSION:  # the current table, made by hand: add what is missing
+                run_migration(db, sql.SCHEMA)
+            if stamped < sql.SCHEMA_VERSION:
+                # An integer constant of ours: PRAGMA takes no parameters.
+                db.execute(f"PRAGMA user_version = {int(sql.SCHEMA_VERSION)}")
+
+    # -- transactions and errors -------------------------------------------------
+
+    def _slice(self) -> float:
+        return min(self.timeout, BUSY_SLICE)
+
+    def _retry_busy(self, action: Callable[[], T], *, waited: float = 0.0) -> T:
+        """Run `action`, trying again while the database is locked, for up to the timeout
+        in all (less `waited`, already spent). SQLite waits one short slice per try, so
+        Python's signal handlers run between tries: a second stop signal ends the wait."""
+        give_up = time.monotonic() + self.timeout - waited - self._slice()
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > give_up:
+                    raise
+
+    def _begin(self) -> None:
+        self._own(sql.BEGIN)
+
+    def _own(self, statement: str) -> None:
+        """Run one of labqueue's own transaction statements (the authorizer lets them by)."""
+        self._guard.ours = True
+        try:
+            self.db.execute(statement)
+        finally:
+            self._guard.ours = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE acquires the write lock up front, before anything is read, so
+        no other writer can change a row between our reading it and our writing it. Any
+        exception, including KeyboardInterrupt, rolls the whole of it back."""
+        try:
+            try:
+                self._begin()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                self._retry_busy(self._begin, waited=self._slice())  # the first try waited one slice
+        except BaseException:  # a signal's exception the instant BEGIN succeeded: undo it
+            if self.db.in_transaction:
+                self._own(sql.ROLLBACK)
+            raise
+        try:
+            yield self.db
+            self._own(sql.COMMIT)
+        except BaseException:
+            if self.db.in_transaction:
+                self._own(sql.ROLLBACK)
+            raise
+
+    @contextmanager
+    def savepoint(self) -> Iterator[Callable[[], None]]:
+        """A savepoint for one job's completion and effect; the caller gets `undo`."""
+        self._hot.execute("SAVEPOINT job")
+        try:
+            yield lambda: self._hot.execute("ROLLBACK TO job") and None
+        finally:
+            if self.db.in_transaction:
+                self._hot.execute("RELEASE job")
+
+    def classify(self, exc: BaseException) -> str | None:
+        """What a database error stands for (labqueue.core.translated names it)."""
+        if not isinstance(exc, sqlite3.OperationalError):
+            return None
+        message = str(exc)
+        if "readonly" in message or "unable to open" in message:
+            return "readonly"
+        if _is_busy(exc):
+            return "busy"
+        if "full" in message:
+            return "full"
+        return None
+
+    def server_time(self) -> float:
+        return self.clock()
+
+    def reconnect(self) -> None:
+        """A file has no connection to lose."""
+
+    # -- producing and waking ----------------------------------------------------
+
+    def insert(self, row: dict[str, Any]) -> int | None:
+        now = row["now"]
+        found = self._hot.execute(
+            sql.ENQUEUE,
+            (
+                row["kind"],
+                row["payload"],
+                row["max_attempts"],
+                now + row["delay"],
+                row["dedupe_key"],
+                now,
+                row["priority"],
+                row["queue"],
+            ),
+        ).fetchone()
+        return None if found is None else found[0]
+
+    def insert_many(self, rows: dict[str, Any]) -> None:
+        now, kind, attempts = rows["now"], rows["kind"], rows["max_attempts"]
+        priority, queue = rows["priority"], rows["queue"]
+        self.db.executemany(
+            sql.ENQUEUE_MANY, [(kind, body, attempts, now, now, priority, queue) for body in rows["payloads"]]
+        )
+
+    def hint_in_transaction(self) -> None:
+        """Hints go out after COMMIT here (hint_after_commit)."""
+
+    def hint_after_commit(self) -> int:
+        """Hint this file's idle workers that a job may be ready (a datagram each, see
+        labqueue.wakeup). Returns how many took it; never raises."""
+        return wakeup.notify(self.path) if self.wake_enabled else 0
+
+    wake = hint_after_commit
+
+    def listen(self) -> bool:
+        """True if hints can reach this file's workers; False (wake=False, no Unix datagram
+        sockets, or no private folder for them) means wait_for_jobs() only sleeps."""
+        if self._waiter is None:
+            self._waiter = wakeup.Waiter(self.path if self.wake_enabled else "").open()
+        return self._waiter.active
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        self.listen()
+        assert self._waiter is not None
+        return self._waiter.wait(timeout)
+
+    def interrupt_wait(self) -> None:
+        if self._waiter is not None:
+            self._waiter.poke()
+
+    # -- claiming and reporting ----------------------------------------------------
+
+    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool:
+        return bool(
+            self._hot.execute(sql.READY_PROBE_IN[scope], _sqlite_params({"now": now, **where})).fetchall()
+        )
+
+    def next_due(self, scope: str, where: dict[str, Any]) -> float | None:
+        return self._hot.execute(sql.NEXT_DUE_IN[scope], _sqlite_params(where)).fetchone()[0]
+
+    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
+        """claim(): retire exhausted leases, then lease up to `limit` rows. A batch (group
+        commit): read the attempts of the next ready jobs, then lease the leading run never
+        handed out (or one job handed out before) with CLAIM_NEXT, which also retires."""
+        params = _sqlite_params(params)
+        if not batch:
+            self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
+            return self._claimed(sql.CLAIM_IN[scope], params)
+        if params["limit"] > 1:
+            look = {"now": params["now"], "limit": params["limit"], **params}
+            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS_IN[scope], look)]
+            params["limit"] = max(1, batch_size(attempts))
+        return [row for row in self._claimed(sql.CLAIM_NEXT_IN[scope], params) if row[7] == "running"]
+
+    def _claimed(self, statement: str, params: dict[str, Any]) -> list[tuple]:
+        """Run a claim statement and return its rows. A row whose text SQLite holds as
+        invalid UTF-8 cannot even be fetched; then the rows claimed under this token are
+        read again as bytes, so that row alone can be set aside (retired rows, which
+        are dead already, are not read again). fetchall() matters: an undrained
+        RETURNING cursor keeps the statement, and with it the write lock, alive."""
+        try:
+            return self._hot.execute(statement, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        rows = []
+        for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
+            sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
+        ):
+            kind, payload = _raw_text(kind, kind_type), _raw_text(payload, payload_type)
+            rows.append((job_id, kind, payload, *rest, "running"))
+        return rows
+
+    def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
+        self._hot.execute(sql.BURY, {"now": now, "reason": reason, "id": job_id, "token": token})
+
+    def complete(self, job: Job, now: float | None) -> bool:
+        return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
+
+    def run_effect(self, job: Job, effect: Effect) -> None:
+        """Run an effect inside the completing transaction, refusing any statement of
+        its that would begin or end a transaction (the authorizer denies them as SQLite
+        prepares them), and checking afterwards that the transaction is still open."""
+        guard = self._guard
+        if guard.stale:  # someone prepared a transaction statement: make SQLite prepare it again
+            self.db.set_authorizer(guard)  # (which expires every prepared statement)
+            guard.stale = False
+        guard.active, guard.refused = True, False
+        try:
+            effect(self.db)
+        except sqlite3.DatabaseError as exc:
+            if guard.refused:
+                raise EffectEndedTransaction(_effect_message(job)) from exc
+            raise
+        finally:
+            guard.active = False
+        if guard.refused or not self.db.in_transaction:
+            raise EffectEndedTransaction(_effect_message(job))
+
+    def fail(self, params: dict[str, Any]) -> str | None:
+        row = self._hot.execute(sql.FAIL, params).fetchone()
+        return None if row is None else row[0]
+
+    def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
+        deadline = now + lease_seconds  # type: ignore[operator]
+        accepted = self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token)).rowcount == 1
+        return deadline if accepted else None
+
+    def release(self, job: Job, now: float | None) -> bool:
+        params = {"now": now, "id": job.id, "token": job.lease_token}
+        return self._hot.execute(sql.RELEASE, params).rowcount == 1
+
+    def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
+        """(The write lock is held already: `lock` changes nothing here.)"""
+        row = self._hot.execute(sql.JOB_STATE, (job_id,)).fetchone()
+        return None if row is None else row[0]
+
+    # -- operating -----------------------------------------------------------------
+
+    def cancel(self, job_id: int, now: float | None) -> None:
+        self._hot.execute(sql.CANCEL, {"now": now, "id": job_id})
+
+    def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]:
+        if ids is None:
+            rows = self._hot.execute(sql.REQUEUE_DEAD, (now,)).fetchall()
+        else:
+            rows = self._hot.execute(sql.REQUEUE_DEAD_IDS, (now, json.dumps(ids))).fetchall()
+        return [row[0] for row in rows]
+
+    def purge_bounds(self) -> tuple[int | None, int | None]:
+        return self._hot.execute(sql.ID_RANGE).fetchone()
+
+    def created_after(self, after: int) -> tuple[int, float] | None:
+        return self._hot.execute(sql.CREATED_FROM, (after,)).fetchone()
+
+    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]:
+        """Archive, then delete, one window's rows. The two statements cannot split: this
+        transaction holds SQLite's one write lock from BEGIN IMMEDIATE on, so no other
+        connection commits between them and both see the same rows."""
+        params = {**params, "states": json.dumps(params["states"])}
+        copied = self._hot.execute(sql.PURGE_ARCHIVE, params).rowcount if archive else 0
+        return self._hot.execute(sql.PURGE, params).rowcount, copied
+
+    def space(self) -> dict[str, int]:
+        """The file's pages: in use, free (kept for new rows), their size in bytes, and
+        whether freed pages can be handed back (auto_vacuum 2 is INCREMENTAL)."""
+        read = lambda statement: self.db.execute(statement).fetchone()[0]  # noqa: E731
+        return {
+            "page_count": read(sql.PAGE_COUNT),
+            "freelist_count": read(sql.FREELIST),
+            "page_size": read(sql.PAGE_SIZE),
+            "auto_vacuum": read(sql.AUTO_VACUUM),
+        }
+
+    def reclaim_space(self, pages: int | None) -> int:
+        """Hand free pages back to the file system (all of them, or `pages`), so the file
+        shrinks; returns how many were freed. Works on files labqueue created (auto_vacuum
+        INCREMENTAL); on an older file it frees nothing until vacuum() has run once."""
+        before = self.space()
+        if before["auto_vacuum"] != 2 or not before["freelist_count"]:
+            return 0
+        # A PRAGMA takes no parameters; the count was checked as a whole number. It frees one
+        # page per step and returns no rows, so Python's execute() would step it once: a
+        # script runs it to the end (in autocommit, as this connection is between writes).
+        count = "" if pages is None else f"({int(pages)})"
+        self._retry_busy(lambda: self.db.executescript(f"PRAGMA incremental_vacuum{count};"))
+        return before["freelist_count"] - self.space()["freelist_count"]
+
+    def vacuum(self) -> None:
+        """Rebuild the whole file (SQLite's VACUUM), switching it to auto_vacuum INCREMENTAL
+        on the way. It holds the write lock for the whole rebuild and needs free disk space
+        for a copy: run it when the queue is quiet. Afterwards reclaim_space() works."""
+        self.db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        self._retry_busy(lambda: self.db.execute("VACUUM"))
+
+    def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]:
+        live = {row[0]: row[1] for row in self._hot.execute(sql.STATS_LIVE)}
+        ready, oldest = self._hot.execute(sql.STATS_READY, (now,)).fetchone()
+        (dead,) = self._hot.execute(sql.STATS_DEAD).fetchone()
+        age = None if oldest is None else now - oldest  # type: ignore[operator]
+        return live.get("queued", 0), live.get("running", 0), ready, age, dead
+
+    def queue_stats(self, now: float | None) -> list[tuple]:
+        return [
+            (name, queued, running, ready, None if oldest is None else now - oldest)  # type: ignore[operator]
+            for name, queued, running, ready, oldest in self._hot.execute(sql.STATS_BY_QUEUE, (now, now))
+        ]
+
+    # -- reading jobs back ------------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord | None:
+        with self._lenient_text():
+            row = self.db.execute(sql.JOB, (job_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
+        states, limit = params["states"], params["limit"]
+        params = {
+            **params,
+            "states": None if states is None else json.dumps(states),
+            "limit": -1 if limit is None else limit,
+        }
+        with self._lenient_text():
+            return [_record(row) for row in self.db.execute(sql.JOBS, params)]
+
+    @contextmanager
+    def _lenient_text(self) -> Iterator[None]:
+        """Read any row, even one whose text another program stored as invalid UTF-8
+        (its bad bytes shown as escapes): rows read back are for people to look at."""
+        self.db.text_factory = _lenient_text
+        try:
+            yield
+        finally:
+            self.db.text_factory = str
+
+    def counts(self) -> dict[str, int]:
+        return {row[0]: row[1] for row in self._hot.execute(sql.COUNTS)}
+
+    def close(self) -> None:
+        if self._waiter is not None:
+            self._waiter.close()
+        self.db.close()
+
+
+def _sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Several queue names travel to SQLite as one JSON array (read with json_each)."""
+    queues = params.get("queues")
+    if queues is not None and not isinstance(queues, str):
+        return {**params, "queues": json.dumps(queues)}
+    return params
+
+
+def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable | None:
+    """A column read as bytes: its text if it is valid UTF-8 text, else what it is."""
+    if stored_as == "blob":
+        return value
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Unreadable(f"stored as text that is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+
+
+def run_migration(db: sqlite3.Connection, step: str) -> None:
+    """One step of sql.MIGRATIONS inside the caller's transaction (or on a scratch
+    connection, for the expected shape of a version)."""
+    if step == "rebuild_jobs_v2":
+        _rebuild_jobs_v2(db)
+        return
+    for statement in _statements(step):
+        db.execute(statement)
+
+
+def _rebuild_jobs_v2(db: sqlite3.Connection) -> None:
+    """Version 1 to 2: a new jobs table with priority, queue and the 'cancelled' state,
+    every row copied, then swapped in. A column another program added to the table
+    (allowed if it may be NULL or has a default) is carried over with its data."""
+    known = {name.strip() for name in sql.V1_COLUMNS.split(",")}
+    extra = [row for row in db.execute(sql.TABLE_INFO) if row[1] not in known]
+    extra_sql = "".join(
+        f',\n    "{name}" {kind or ""}{" NOT NULL" if notnull else ""}'
+        + ("" if default is None else f" DEFAULT {default}")
+        for _, name, kind, notnull, default, _pk in extra
+    )
+    copied = sql.V1_COLUMNS + "".join(f', "{row[1]}"' for row in extra)
+    # Column names come from the file's own schema, quoted; no value is formatted in.
+    db.execute(sql.TABLE_TEMPLATE.format(name="jobs_v2", extra=extra_sql))
+    db.execute(f"INSERT INTO jobs_v2 ({copied}) SELECT {copied} FROM jobs")
+    for statement in _statements(sql.V2_SWAP):
+        db.execute(statement)
+
+
+def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) -> int:
+    """The schema version a file's jobs table has. A file without a version number
+    (user_version 0) is a queue made before versions existed (version 1's shape), or one
+    whose tables were made from sql.SCHEMA by hand (the course does), which is current."""
+    if version:
+        return version
+    columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
+    return sql.SCHEMA_VERSION if "queue" in columns else (unversioned if columns else 0)
+
+
+def _record(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(**{name: row[name] for name in sql.COLUMNS})
+
+
+class _EffectGuard:
+    """The connection's SQLite authorizer. While an effect runs, a statement that would
+    begin, commit or roll back a transaction is denied as SQLite prepares it (savepoints
+    are allowed: they nest inside our transaction).
+
+    SQLite asks only when it prepares a statement, and sqlite3 caches prepared
+    statements by their text. labqueue's own BEGIN, COMMIT and ROLLBACK have texts of
+    their own, so an effect's "COMMIT" is never one of ours from the cache; and when
+    anyone else prepares a transaction statement on this connection (`stale`), the next
+    effect first re-installs the authorizer, which makes SQLite prepare every statement
+    afresh, so that cached one is asked about too."""
+
+    __slots__ = ("active", "ours", "refused", "stale")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.ours = False
+        self.refused = False
+        self.stale = False
+
+    def __call__(self, action: int, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION:
+            if self.active:
+                self.refused = True
+                return sqlite3.SQLITE_DENY
+            if not self.ours:
+                self.stale = True
+        return sqlite3.SQLITE_OK
+
+
+def _effect_message(job: Job) -> str:
+    return (
+        f"the effect of job {job.id} ({job.kind!r}) tried to begin, commit or roll back a "
+        "transaction itself (COMMIT, ROLLBACK, BEGIN, executescript() or db.commit()): labqueue "
+        "commits an effect's writes together with the job's done state, so the completion and "
+        "the effect's writes were rolled back and the job is still leased"
+    )
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "backslashreplace")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc)
+    return "locked" in message or "busy" in message
+
+
+def _statements(script: str) -> list[str]:
+    """A script split into its statements (sqlite3 runs one per execute())."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements
+
+
+def _check_is_sqlite_file(path: Path) -> None:
+    """Refuse anything that is not an SQLite file (or nothing yet) before connecting,
+    so a wrong path is never touched, let alone turned into a database."""
+    if path.is_dir():
+        raise NotADatabase(f"{path} is a directory, not an SQLite database file")
+    if path.exists() and path.stat().st_size > 0:
+        try:
+            with path.open("rb") as f:
+                header = f.read(len(SQLITE_HEADER))
+        except PermissionError as exc:
+            raise CannotOpen(f"{path} cannot be read by this user ({exc.strerror}); not touched") from exc
+        if header != SQLITE_HEADER:
+            raise NotADatabase(f"{path} is not an SQLite database (its header is {header[:16]!r})")
+
+
+def _check_writable(path: Path) -> None:
+    """Say, before connecting, which file or folder this user cannot write: SQLite would
+    open a read-only file without a word and fail at the first write."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise CannotOpen(f"cannot open or create {path}: its folder {folder} does not exist")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise CannotOpen(
+            f"{path} is read-only for this user: the queue writes to its file "
+            "(give this user write permission, or open a copy); nothing was changed"
+        )
+    sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    for side in sides:
+        if side.exists() and not os.access(side, os.R_OK | os.W_OK):
+            raise CannotOpen(
+                f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
+                "there (give this user write permission on it); nothing was changed"
+            )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        if not path.exists():
+            raise CannotOpen(f"cannot create {path}: its folder {folder} is read-only for this user")
+        if not all(side.exists() for side in sides):
+            raise CannotOpen(
+                f"the folder {folder} is read-only for this user: in WAL mode SQLite must create "
+                f"{sides[0].name} and {sides[1].name} beside {path.name}; nothing was changed"
+            )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    columns: dict[str, tuple]
+    unique: frozenset[tuple[str, int]]
+    checks: tuple[str, ...]
+
+
+def _shape(db: sqlite3.Connection, create_sql: str) -> _Shape:
+    columns = {row[0]: tuple(row[1:]) for row in db.execute(sql.TABLE_SHAPE)}
+    unique = frozenset((row[0], row[1]) for row in db.execute(sql.UNIQUE_KEYS))
+    return _Shape(columns, unique, _checks(create_sql or ""))
+
+
+@functools.cache
+def _expected_shape(version: int) -> _Shape:
+    """The jobs table of schema `version`, as its migrations build it (in memory)."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for step in sql.MIGRATIONS[:version]:
+            run_migration(db, step)
+        return _shape(db, db.execute(sql.JOBS_OBJECT).fetchone()[1])
+    finally:
+        db.close()
+
+
+def _checks(create_sql: str) -> tuple[str, ...]:
+    """The CHECK constraints of a CREATE TABLE statement, whitespace normalised."""
+    text = " ".join(create_sql.split())
+    lower = text.lower()
+    found, i = [], 0
+    while (i := lower.find("check", i)) != -1:
+        start = i + len("check")
+        inside_a_name = i > 0 and (lower[i - 1].isalnum() or lower[i - 1] == "_")
+        if inside_a_name or not lower[start:].lstrip().startswith("("):
+            i = start
+            continue
+        j = lower.index("(", start)
+        depth, k = 0, j
+        for k in range(j, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            if depth == 0:
+                break
+        found.append(text[j : k + 1].replace("( ", "(").replace(" )", ")"))
+        i = k
+    return tuple(sorted(found))
+
+
+def _column_text(spec: tuple) -> str:
+    kind, notnull, default, pk = spec
+    parts = [kind or "(no type)"] + ["NOT NULL"] * bool(notnull)
+    parts += [f"DEFAULT {default}"] * (default is not None) + ["PRIMARY KEY"] * bool(pk)
+    return " ".join(parts)
+
+
+def _check_jobs_table(db: sqlite3.Connection, path: Path, found: tuple, version: int) -> None:
+    """Refuse a jobs table that is not labqueue's (of this schema version): reads only."""
+    kind, create_sql = found
+    if kind != "table":
+        raise ForeignJobsTable(f"{path} already has a {kind} named 'jobs', not labqueue's table")
+    have, want = _shape(db, create_sql), _expected_shape(version)
+    missing = [name for name in want.columns if name not in have.columns]
+    if missing:
+        raise ForeignJobsTable(
+            f"{path} already has a 'jobs' table that is not labqueue's "
+            f"(missing columns: {', '.join(missing)})"
+        )
+    problems = [
+        f"column {name} is {_column_text(have.columns[name])}, labqueue's is {_column_text(spec)}"
+        for name, spec in want.columns.items()
+        if have.columns[name] != spec
+    ]
+    problems += [
+        f"its extra column {name} is NOT NULL without a default, so labqueue could not add a job"
+        for name, (_, notnull, default, pk) in have.columns.items()
+        if name not in want.columns and notnull and default is None and not pk
+    ]
+    if have.unique != want.unique:
+        shown = ", ".join(sorted(f"UNIQUE ({cols})" for cols, _ in have.unique)) or "none"
+        problems.append(f"its unique keys are {shown}, labqueue's table has UNIQUE (dedupe_key) only")
+    if have.checks != want.checks:
+        problems.append(
+            f"its CHECK constraints are {list(have.checks) or 'none'}, labqueue's are {list(want.checks)}"
+        )
+    if problems:
+        raise ForeignJobsTable(
+            f"{path} already has a 'jobs' table that is not labqueue's ({'; '.join(problems)}); "
+            "it was not changed"
+        )

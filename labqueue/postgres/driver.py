@@ -1,0 +1,421 @@
+"""The PostgreSQL driver: one schema of a database, its connection, its SQL
+(labqueue/postgres/sql.py), the server's clock and LISTEN/NOTIFY. The rules it serves
+live in labqueue/core.py.
+
+Each queue lives in its own schema (default "labqueue"): a table `jobs` with the same
+columns, states, CHECK and partial indexes as on SQLite. The session's search_path puts
+that schema first (then the session's own path), so the queue's SQL and an effect's SQL
+name the queue's tables unqualified and still reach the application's.
+
+Connections are made to survive the network: a connect timeout and TCP keepalives are
+set unless the URL sets them, and reconnect() opens a fresh session (search_path, lock
+timeout and LISTEN again) after ConnectionLost.
+
+Behind PgBouncer use session pooling: the session holds the search_path, the lock
+timeout and LISTEN, which transaction pooling would hand to other clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
+from psycopg.conninfo import conninfo_to_dict
+
+from ..core import Clock, Effect, Job, JobRecord, translated
+from ..errors import (
+    CannotOpen,
+    ConnectionLost,
+    EffectEndedTransaction,
+    ForeignJobsTable,
+    InvalidArgument,
+    QueueNotFound,
+)
+from . import sql
+
+DEFAULT_SCHEMA = "labqueue"
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# Set on every connection unless its URL says otherwise: give up connecting after 10 s,
+# and let the kernel notice a dead peer within about a minute (a partition must not hang
+# a worker for ever).
+CONNECTION_DEFAULTS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+}
+# SQLSTATEs that mean the session is gone: admin shutdown, crash shutdown, cannot connect now.
+SESSION_ENDED = ("57P01", "57P02", "57P03")
+
+
+class PgDriver:
+    """One queue's schema on a PostgreSQL server. Open one per process or thread."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        clock: Clock | None,
+        timeout: float,
+        create: bool,
+        wake: bool,
+    ) -> None:
+        if not isinstance(url, str):
+            raise InvalidArgument(
+                f"url must be a postgresql:// URL string, got {type(url).__name__} {url!r:.80}"
+            )
+        if "\x00" in url:
+            raise InvalidArgument(f"url must not contain a NUL character, got {redact(url)!r}")
+        if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+            raise InvalidArgument(
+                f"schema must be a lower-case name of letters, digits and _ (at most 63), got {schema!r}"
+            )
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False, got {create!r}")
+        if not isinstance(wake, bool):
+            raise InvalidArgument(f"wake must be True or False, got {wake!r}")
+        if clock is not None and not callable(clock):
+            raise InvalidArgument(f"clock must be a callable returning seconds, or None, got {clock!r}")
+        try:
+            self._conninfo = {**CONNECTION_DEFAULTS, **conninfo_to_dict(url)}
+        except psycopg.Error as exc:
+            raise InvalidArgument(f"not a usable PostgreSQL URL: {redact(url)!r} ({exc})") from None
+        self.url, self.schema, self.clock = url, schema, clock
+        self.timeout = timeout
+        self.wake_enabled = wake
+        self.where = f"{redact(url)} (schema {schema})"
+        self._listening = False
+        self.db = self._connect(CannotOpen)
+        try:
+            self._open_schema(create)
+            self._session()
+        except psycopg.Error as exc:
+            self.db.close()
+            raise translated(self, exc, timeout=timeout) from exc
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _connect(self, error: type[Exception]) -> psycopg.Connection:
+        try:
+            return psycopg.connect(autocommit=True, **self._conninfo)
+        except psycopg.Error as exc:
+            raise error(f"cannot connect to {self.where} ({' '.join(str(exc).split())})") from exc
+
+    def _open_schema(self, create: bool) -> None:
+        """Create the schema, table and indexes if missing (one process at a time; with
+        create=False refuse instead), and refuse a `jobs` table that is not labqueue's:
+        its columns' names, types and NOT NULLs, its primary key and its unique key are
+        read before anything is written, so a foreign table is left untouched."""
+        name = pg_sql.Identifier(self.schema)
+        with self.db.transaction():
+            self.db.execute(sql.LOCK_SCHEMA, {"schema": self.schema})
+            columns = {row[0]: row[1:] for row in self.db.execute(sql.TABLE_COLUMNS, {"schema": self.schema})}
+            if columns:
+                self._check_table(columns)
+            elif not create:
+                raise QueueNotFound(
+                    f"there is no queue in schema {self.schema!r} at {redact(self.url)}: create=False "
+                    "opens an existing queue only, so nothing was created"
+                )
+            if self.db.execute(sql.SCHEMA_EXISTS, {"schema": self.schema}).fetchone() is None:
+                self.db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))  # needs CREATE
+            self.db.execute(pg_sql.SQL("SET LOCAL search_path = {schema}").format(schema=name))
+            if not columns:
+                self.db.execute(sql.SCHEMA)
+            elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
+                self.db.execute(sql.MIGRATE_V2)
+
+    def _check_table(self, columns: dict[str, tuple]) -> None:
+        expected = {name: spec for name, spec in sql.COLUMN_TYPES.items()}
+        if "queue" not in columns and "priority" not in columns:  # version 1: upgraded after the checks
+            expected.pop("queue"), expected.pop("priority")
+        missing = [name for name in expected if name not in columns]
+        problems = [f"missing columns: {', '.join(missing)}"] if missing else []
+        for name, (kind, required) in expected.items():
+            if name in columns:
+                found, nullable, _ = columns[name]
+                if found != kind:
+                    problems.append(f"column {name} is {found}, labqueue's is {kind}")
+                if required and nullable:
+                    problems.append(f"column {name} may be NULL, labqueue's is NOT NULL")
+        problems += [
+            f"its extra column {name} is NOT NULL without a default, so labqueue could not add a job"
+            for name, (_, nullable, has_default) in columns.items()
+            if name not in expected and not nullable and not has_default
+        ]
+        keys = {
+            (bool(primary), tuple(cols))
+            for primary, cols in self.db.execute(sql.UNIQUE_KEYS, {"schema": self.schema})
+        }
+        if (True, ("id",)) not in keys:
+            problems.append("its primary key is not (id)")
+        if (False, ("dedupe_key",)) not in keys:
+            problems.append("it has no UNIQUE (dedupe_key)")
+        if problems:
+            raise ForeignJobsTable(
+                f"schema {self.schema!r} at {redact(self.url)} already has a 'jobs' table that is not "
+                f"labqueue's ({'; '.join(problems)}); it was not changed"
+            )
+
+    def _session(self) -> None:
+        """The session's settings: the search_path, and the lock timeout (PostgreSQL reads
+        0 as "wait forever"; the queue's 0 means "do not wait", so at least 1 ms)."""
+        path = pg_sql.Identifier(self.schema).as_string(self.db)
+        self.db.execute(sql.SET_SEARCH_PATH, {"path": path})
+        self.db.execute(sql.SET_LOCK_TIMEOUT, {"ms": str(max(1, round(self.timeout * 1000)))})
+
+    def reconnect(self) -> None:
+        """A fresh session after ConnectionLost: the settings, and LISTEN if we listened."""
+        with contextlib.suppress(psycopg.Error):
+            self.db.close()
+        self.db = self._connect(ConnectionLost)
+        self._session()
+        if self._listening:
+            self._listening = False
+            self.listen()
+
+    # -- transactions and errors -------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        with self.db.transaction():
+            yield self.db
+
+    @contextmanager
+    def savepoint(self) -> Iterator[Callable[[], None]]:
+        """A savepoint for one job's completion and effect; `undo` rolls it back."""
+        with self.db.transaction() as tx:
+
+            def undo() -> None:
+                raise psycopg.Rollback(tx)  # the savepoint's block ends here, rolled back
+
+            yield undo
+
+    def classify(self, exc: BaseException) -> str | None:
+        """What a database error stands for (labqueue.core.translated names it)."""
+        if isinstance(
+            exc, (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+        ):
+            return "busy"
+        if isinstance(exc, pg_errors.QueryCanceled):
+            return "timeout"
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+            return "readonly"
+        if isinstance(exc, pg_errors.InsufficientPrivilege):
+            return "privilege"
+        if isinstance(exc, (pg_errors.DiskFull, pg_errors.InsufficientResources)):
+            return "full"
+        if isinstance(exc, pg_errors.ProgramLimitExceeded):
+            return "too_long"
+        if isinstance(exc, psycopg.OperationalError):
+            state = getattr(exc, "sqlstate", None)
+            if state is None or state.startswith("08") or state in SESSION_ENDED or self.db.closed:
+                return "connection"
+        if isinstance(exc, psycopg.InterfaceError) and self.db.closed:
+            return "connection"
+        return None
+
+    def server_time(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        return self.db.execute(sql.SERVER_NOW).fetchone()[0]
+
+    # -- producing and waking ----------------------------------------------------
+    # A hint, never the only way work is found: producers NOTIFY the queue's channel (its
+    # schema's name) in the transaction that adds ready jobs, once per transaction, so the
+    # signal arrives when they are committed; an idle worker waits for it and still looks
+    # after its timeout, so a lost notification delays a job, never loses it.
+
+    def insert(self, row: dict[str, Any]) -> int | None:
+        found = self.db.execute(sql.ENQUEUE, row).fetchone()
+        return None if found is None else found[0]
+
+    def insert_many(self, rows: dict[str, Any]) -> None:
+        self.db.execute(sql.ENQUEUE_MANY, rows)
+
+    def hint_in_transaction(self) -> None:
+        if self.wake_enabled:
+            self.db.execute(sql.NOTIFY, {"channel": self.schema})
+
+    def hint_after_commit(self) -> int:
+        """Hints went out with the COMMIT here (hint_in_transaction)."""
+        return 0
+
+    def wake(self) -> int:
+        if not self.wake_enabled:
+            return 0
+        self.db.execute(sql.NOTIFY, {"channel": self.schema})
+        return 1
+
+    def listen(self) -> bool:
+        """Only connections that wait listen, so a producer's connection never piles up
+        notifications. False with wake=False: waits only sleep."""
+        if not self.wake_enabled:
+            return False
+        if not self._listening:
+            self.db.execute(pg_sql.SQL(sql.LISTEN).format(channel=pg_sql.Identifier(self.schema)))
+            self._listening = True
+        return True
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block until a producer signals ready jobs or `timeout` seconds pass. A signal
+        that came while this connection ran other statements counts too (psycopg keeps it)."""
+        if not self.listen():
+            time.sleep(timeout)
+            return False
+        heard = self.db.notifies(timeout=timeout, stop_after=1)
+        try:
+            return next(heard, None) is not None
+        finally:
+            heard.close()
+
+    def interrupt_wait(self) -> None:
+        """A wait here ends within its timeout: a signal handler must not use the
+        connection the wait is reading."""
+
+    # -- claiming and reporting ----------------------------------------------------
+
+    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool:
+        return bool(self.db.execute(sql.READY_PROBE_IN[scope], {**where, "now": now}).fetchone()[0])
+
+    def next_due(self, scope: str, where: dict[str, Any]) -> float | None:
+        return self.db.execute(sql.NEXT_DUE_IN[scope], where).fetchone()[0]
+
+    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
+        """One statement with FOR UPDATE SKIP LOCKED; a batch follows sql.BATCH_PICK."""
+        statement = (sql.CLAIM_BATCH_IN if batch else sql.CLAIM_IN)[scope]
+        return self.db.execute(statement, params).fetchall()
+
+    def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
+        self.db.execute(
+            sql.BURY, {"now": now, "reason": reason.replace("\x00", "\\x00"), "id": job_id, "token": token}
+        )
+
+    def complete(self, job: Job, now: float | None) -> bool:
+        return (
+            self.db.execute(sql.COMPLETE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
+        )
+
+    def run_effect(self, job: Job, effect: Effect) -> None:
+        """Run the effect, then make sure the transaction is still the open, healthy one it
+        was given: PostgreSQL answers COMMIT on an aborted transaction by rolling it back,
+        so an effect that swallowed a database error would otherwise lose the completion
+        while complete() reported it accepted."""
+        effect(self.db)
+        status = self.db.info.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            raise EffectEndedTransaction(
+                f"the effect of job {job.id} ({job.kind!r}) caught a database error and carried on: "
+                "the transaction was aborted, so the completion and the effect's writes were rolled back"
+            )
+        if status != psycopg.pq.TransactionStatus.INTRANS:
+            raise EffectEndedTransaction(
+                f"the effect of job {job.id} ({job.kind!r}) ended the transaction itself (COMMIT or "
+                "ROLLBACK): an effect must leave committing to the queue; what it had written before "
+                "ending it may have been committed with the completion"
+            )
+
+    def fail(self, params: dict[str, Any]) -> str | None:
+        row = self.db.execute(sql.FAIL, params).fetchone()
+        return None if row is None else row[0]
+
+    def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
+        params = {"now": now, "lease_seconds": lease_seconds, "id": job.id, "token": job.lease_token}
+        row = self.db.execute(sql.EXTEND, params).fetchone()
+        return None if row is None else row[0]
+
+    def release(self, job: Job, now: float | None) -> bool:
+        return (
+            self.db.execute(sql.RELEASE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
+        )
+
+    def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
+        row = self.db.execute(sql.JOB_STATE_LOCKED if lock else sql.JOB_STATE, {"id": job_id}).fetchone()
+        return None if row is None else row[0]
+
+    # -- operating -----------------------------------------------------------------
+
+    def cancel(self, job_id: int, now: float | None) -> None:
+        self.db.execute(sql.CANCEL, {"now": now, "id": job_id})
+
+    def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]:
+        if ids is None:
+            rows = self.db.execute(sql.REQUEUE_DEAD, {"now": now}).fetchall()
+        else:
+            rows = self.db.execute(sql.REQUEUE_DEAD_IDS, {"now": now, "ids": ids}).fetchall()
+        return [row[0] for row in rows]
+
+    def purge_bounds(self) -> tuple[int | None, int | None]:
+        return self.db.execute(sql.ID_RANGE).fetchone()
+
+    def created_after(self, after: int) -> tuple[int, float] | None:
+        return self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
+
+    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]:
+        if archive:
+            removed, archived = self.db.execute(sql.PURGE_MOVE, params).fetchone()
+            return removed, archived
+        return self.db.execute(sql.PURGE, params).rowcount, 0
+
+    def space(self) -> dict[str, int]:
+        """The jobs table's size on disk in bytes, its indexes included."""
+        return {"table_bytes": self.db.execute(sql.TABLE_BYTES).fetchone()[0]}
+
+    def reclaim_space(self, pages: int | None) -> int:
+        """VACUUM the jobs table: dead rows' space becomes reusable (autovacuum does this on
+        its own too). Returns the bytes the table shrank by, usually 0: plain VACUUM gives
+        back only empty pages at the table's end."""
+        before = self.space()["table_bytes"]
+        self.db.execute(sql.VACUUM)
+        return max(0, before - self.space()["table_bytes"])
+
+    def vacuum(self) -> None:
+        """VACUUM FULL would lock the table for a rewrite; labqueue leaves that to the DBA."""
+        self.db.execute(sql.VACUUM)
+
+    def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]:
+        live = dict(self.db.execute(sql.STATS_LIVE).fetchall())
+        ready, age = self.db.execute(sql.STATS_READY, {"now": now}).fetchone()
+        (dead,) = self.db.execute(sql.STATS_DEAD).fetchone()
+        return live.get("queued", 0), live.get("running", 0), ready, age, dead
+
+    def queue_stats(self, now: float | None) -> list[tuple]:
+        return self.db.execute(sql.STATS_BY_QUEUE, {"now": now}).fetchall()
+
+    # -- reading jobs back ------------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord | None:
+        row = self.db.execute(sql.JOB, {"id": job_id}).fetchone()
+        return None if row is None else JobRecord(*row)
+
+    def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
+        return [JobRecord(*row) for row in self.db.execute(sql.JOBS, params)]
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.db.execute(sql.COUNTS).fetchall())
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
