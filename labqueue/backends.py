@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .errors import InvalidArgument, LabqueueError
 from .queue import JobQueue
@@ -22,6 +23,17 @@ SQLITE_ONLY_SETTINGS = {"synchronous"}
 
 class BackendMissing(LabqueueError, ImportError):
     """A location needs an optional extra that is not installed."""
+
+
+def redact(location: str) -> str:
+    """A location without the password a URL may carry, for messages and logs."""
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.password:
+        return location
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
 
 
 def is_postgres_url(location: object) -> bool:
@@ -37,12 +49,13 @@ def open_queue(location: str | os.PathLike[str], **settings: Any) -> Any:
             from .postgres import PgJobQueue
         except ImportError as exc:
             raise BackendMissing(
-                f"{scheme}:// needs the PostgreSQL extra: "
-                f"pip install 'labqueue[postgres]' ({exc})"
+                f"{scheme}:// needs the PostgreSQL extra: pip install 'labqueue[postgres]' ({exc})"
             ) from exc
         sqlite_only = sorted(set(settings) & SQLITE_ONLY_SETTINGS)
         if sqlite_only:
-            raise InvalidArgument(f"{', '.join(sqlite_only)} applies to SQLite files only, not to {scheme}://")
+            raise InvalidArgument(
+                f"{', '.join(sqlite_only)} applies to SQLite files only, not to {scheme}://"
+            )
         return PgJobQueue(str(location), **settings)
     if isinstance(location, str) and "://" in location:
         raise InvalidArgument(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import handlers as registry
-from .backends import is_postgres_url, open_queue
+from .backends import is_postgres_url, open_queue, redact
 from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue, JobRecord
@@ -494,6 +494,14 @@ def _version() -> str:
         return "(not installed)"
 
 
+def _is_database_error(exc: BaseException) -> bool:
+    """A driver's own error (sqlite3's, or psycopg's when it is installed)."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
@@ -507,8 +515,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LabqueueError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except sqlite3.Error as exc:
-        print(f"{PROG} {args.command}: error: {args.db}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not _is_database_error(exc):
+            raise
+        # A database error labqueue has no name for: one line, never a traceback.
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        where = redact(str(getattr(args, "db", "")))
+        print(
+            f"{PROG} {args.command}: error: {where}: {type(exc).__name__}: {detail}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import subprocess
 import time
@@ -27,6 +28,23 @@ log.addHandler(logging.NullHandler())
 
 DEFAULT_GRACE = 10.0  # seconds a warm stop waits before the hard kill
 TICK = 0.1  # how often supervise() looks at its workers
+# Restarting a slot whose workers keep crashing at once (a dead database, a broken
+# handler module): the first QUICK_CRASHES_FREE quick crashes in a row are replaced at
+# once, then each waits RESTART_BASE * 2**n seconds (at most RESTART_CAP), half of it
+# random, so a crash loop costs little CPU and N slots do not restart in step. A
+# worker that ran STABLE_AFTER seconds or more resets its slot's count.
+STABLE_AFTER = 1.0
+QUICK_CRASHES_FREE = 2
+RESTART_BASE = 0.25
+RESTART_CAP = 10.0
+
+
+def restart_delay(quick_crashes: int, rng: Callable[[], float] = random.random) -> float:
+    """How long a slot waits before its next worker, after `quick_crashes` in a row."""
+    if quick_crashes <= QUICK_CRASHES_FREE:
+        return 0.0
+    ceiling = min(RESTART_CAP, RESTART_BASE * 2 ** min(quick_crashes - QUICK_CRASHES_FREE - 1, 30))
+    return ceiling / 2 + rng() * ceiling / 2
 
 
 @dataclass
@@ -157,6 +175,8 @@ class WorkerPool:
         self.ended: list[Worker] = []  # every worker that has ended, oldest first
         self.started = 0  # processes started so far
         self.restarts = 0  # of them, replacements for crashed workers
+        self.quick_crashes = [0] * self.size  # per slot, in a row (restart_delay)
+        self.restart_at: dict[int, float] = {}  # slot -> time.monotonic() of its delayed restart
 
     # -- looking ----------------------------------------------------------------
 
@@ -210,16 +230,38 @@ class WorkerPool:
         gone = self.reap()
         for w in gone:
             if w.crashed and w.slot < self.size:
-                fresh = self._start(w.slot)
-                self.restarts += 1
-                log.warning(
-                    "worker %s crashed (%s); restarted as %s (pid %d)",
-                    w.name,
-                    exit_reason(w.returncode),
-                    fresh.name,
-                    fresh.pid,
-                )
+                self.quick_crashes += [0] * (w.slot + 1 - len(self.quick_crashes))
+                quick = (w.ended or time.time()) - w.started < STABLE_AFTER
+                self.quick_crashes[w.slot] = self.quick_crashes[w.slot] + 1 if quick else 0
+                delay = restart_delay(self.quick_crashes[w.slot])
+                if delay == 0:
+                    fresh = self._restart(w.slot)
+                    log.warning(
+                        "worker %s crashed (%s); restarted as %s (pid %d)",
+                        w.name,
+                        exit_reason(w.returncode),
+                        fresh.name,
+                        fresh.pid,
+                    )
+                else:
+                    self.restart_at[w.slot] = time.monotonic() + delay
+                    log.warning(
+                        "worker %s crashed (%s), %d quick crash(es) in a row in its slot; restart in %.1f s",
+                        w.name,
+                        exit_reason(w.returncode),
+                        self.quick_crashes[w.slot],
+                        delay,
+                    )
+        for slot, at in sorted(self.restart_at.items()):
+            if time.monotonic() >= at:
+                del self.restart_at[slot]
+                fresh = self._restart(slot)
+                log.warning("restarted slot %d as %s (pid %d) after its backoff", slot, fresh.name, fresh.pid)
         return gone
+
+    def _restart(self, slot: int) -> Worker:
+        self.restarts += 1
+        return self._start(slot)
 
     def _start(self, slot: int) -> Worker:
         name = self.names(self.started)
@@ -300,7 +342,9 @@ class WorkerPool:
                 if grace is not None and time.monotonic() - asked_at > grace:
                     signals.count = max(signals.count, 2)
                     continue
-            if not self.workers:
+            if asked_at is not None:
+                self.restart_at.clear()  # a stopping pool starts nothing
+            if not self.workers and not self.restart_at:
                 log.info("all workers stopped (%d restart(s))", self.restarts)
                 return 0
             time.sleep(tick)

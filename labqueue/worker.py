@@ -588,6 +588,14 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         help=f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
     )
     parser.add_argument(
+        "--reconnect-limit",
+        type=reconnect_limit,
+        metavar="N",
+        help="after a lost connection to a database server, try to reconnect at most N times "
+        "(with capped, jittered backoff) before the worker exits with an error; 0 never reconnects "
+        "(default: keep trying until the server is back)",
+    )
+    parser.add_argument(
         "--no-wake",
         action="store_true",
         help="poll every --poll seconds when idle instead of waiting for producers' hints",
@@ -605,6 +613,17 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         choices=LOG_FORMATS,
         help="text lines, or one JSON object per line (default text)",
     )
+
+
+def reconnect_limit(text: str) -> int:
+    """--reconnect-limit: a whole number of attempts, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of attempts, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def settings_options(args: argparse.Namespace) -> list[str]:
@@ -626,6 +645,7 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         "queues",
         "purge_after",
         "purge_every",
+        "reconnect_limit",
         "log_level",
         "log_format",
     )
@@ -656,6 +676,7 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
         "wake": not args.no_wake,
         "purge_after": args.purge_after,
         "purge_every": args.purge_every,
+        "reconnect_limit": args.reconnect_limit,
     }
 
 

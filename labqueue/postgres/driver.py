@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
+from ..backends import redact
 from ..core import Clock, Effect, Job, JobRecord, translated
 from ..errors import (
     CannotOpen,
@@ -407,15 +407,3 @@ class PgDriver:
 
     def close(self) -> None:
         self.db.close()
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
