@@ -155,6 +155,7 @@ class Driver(Protocol):
     def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
+    def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
     def run_effect(self, job: Job, effect: Effect) -> None: ...  # (tx)
     def fail(self, params: dict[str, Any]) -> str | None: ...  # (tx)
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None: ...  # (tx)
@@ -624,10 +625,29 @@ class Queue:
             scope, where = scope_of(queues)
         with self._tx():
             now = self._now()
-            outcomes = [self._settle_one(report, now) for report in finished]
+            done = self._complete_plain(finished, now)
+            outcomes = [
+                ("done" if done.pop(report.job.id, None) else self._why_lost(report.job))
+                if report.error is None and report.effect is None
+                else self._settle_one(report, now)
+                for report in finished
+            ]
             if claim_for is None:
                 return outcomes, []
             return outcomes, self._claimed(self._claim_params(claim_for, limit, where), scope, batch=True)
+
+    def _complete_plain(self, finished: Sequence[Finished], now: float | None) -> dict[int, bool]:
+        """The completions without an effect, one fenced statement per lease token (a batch
+        claim gives all its jobs one token): the ids still ours, now done. A job reported
+        twice is done once; its second report finds it no longer ours."""
+        by_token: dict[str, list[int]] = {}
+        for report in finished:
+            if report.error is None and report.effect is None:
+                by_token.setdefault(report.job.lease_token, []).append(report.job.id)
+        done: dict[int, bool] = {}
+        for token, ids in by_token.items():
+            done.update(dict.fromkeys(self._d.complete_many(ids, token, now), True))
+        return done
 
     def _settle_one(self, report: Finished, now: float | None) -> str:
         job, d = report.job, self._d

@@ -349,6 +349,15 @@ UPDATE jobs
  WHERE id = ? AND lease_token = ? AND state = 'running'
 """
 
+# Group commit's plain completions: every job of one claim (one token) in one statement,
+# each still fenced by the token; the ids come back for the ones that were still ours.
+COMPLETE_MANY = """
+UPDATE jobs
+   SET state = 'done', finished_at = :now, lease_token = NULL
+ WHERE id IN (SELECT value FROM json_each(:ids)) AND lease_token = :token AND state = 'running'
+RETURNING id
+"""
+
 # Out of attempts (or told not to retry): dead, keeping the error for a person.
 # Otherwise back to queued, visible again at the backoff time.
 FAIL = f"""

@@ -93,20 +93,30 @@ def test_names_and_keys_have_the_same_limits_on_both_backends(q):
 
 def test_a_database_failure_while_settling_is_not_the_jobs_failure(q, monkeypatch):
     job = claimed(q)
-    complete = q._d.complete
 
     def locked(*args):
         raise busy_error(q)
 
-    monkeypatch.setattr(q._d, "complete", locked)
-    with pytest.raises(QueueBusy):
-        q.settle([Finished(job, effect=lambda db: None)])
-    with pytest.raises(QueueBusy):
-        q.settle([Finished(job)])
+    with monkeypatch.context() as patch:
+        patch.setattr(q._d, "complete", locked)
+        patch.setattr(q._d, "complete_many", locked)
+        with pytest.raises(QueueBusy):
+            q.settle([Finished(job, effect=lambda db: None)])
+        with pytest.raises(QueueBusy):
+            q.settle([Finished(job)])
     record = q.job(job.id)
     assert (record.state, record.attempts, record.last_error) == ("running", 1, None)
-    monkeypatch.setattr(q._d, "complete", complete)
     assert q.settle([Finished(job)])[0] == ["done"]  # the same report, settled once it can be
+
+
+def test_plain_completions_of_a_batch_are_fenced_one_by_one(q):
+    q.enqueue_many("t", [{"n": i} for i in range(4)])
+    batch = q.claim_batch("w", 4)
+    taken = q.cancel(batch[1].id)  # one of them is no longer ours
+    outcomes, _ = q.settle([Finished(job) for job in batch] + [Finished(batch[0])])
+    assert taken == "running"
+    assert outcomes == ["done", "cancelled", "done", "done", "lost"]  # a second report of job 1 is refused
+    assert [r.state for r in q.jobs()] == ["done", "cancelled", "done", "done"]
 
 
 def test_a_database_failure_inside_an_effect_rolls_the_batch_back_not_the_job(q):

@@ -360,6 +360,10 @@ class SqliteDriver:
     def complete(self, job: Job, now: float | None) -> bool:
         return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
 
+    def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
+        params = {"now": now, "ids": json.dumps(ids), "token": token}
+        return [row[0] for row in self._hot.execute(sql.COMPLETE_MANY, params).fetchall()]
+
     def run_effect(self, job: Job, effect: Effect) -> None:
         """Run an effect inside the completing transaction, refusing any statement of
         its that would begin or end a transaction (the authorizer denies them as SQLite

@@ -307,6 +307,10 @@ class PgDriver:
             self.db.execute(sql.COMPLETE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
         )
 
+    def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
+        params = {"now": now, "ids": ids, "token": token}
+        return [row[0] for row in self.db.execute(sql.COMPLETE_MANY, params).fetchall()]
+
     def run_effect(self, job: Job, effect: Effect) -> None:
         """Run the effect, then make sure the transaction is still the open, healthy one it
         was given: PostgreSQL answers COMMIT on an aborted transaction by rolling it back,

@@ -265,6 +265,15 @@ UPDATE jobs
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
 
+# Group commit's plain completions: every job of one claim (one token) in one statement,
+# each still fenced by the token; the ids come back for the ones that were still ours.
+COMPLETE_MANY = f"""
+UPDATE jobs
+   SET state = 'done', finished_at = {NOW}, lease_token = NULL
+ WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND state = 'running'
+RETURNING id
+"""
+
 FAIL = f"""
 UPDATE jobs
    SET state       = CASE WHEN %(final)s OR attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
