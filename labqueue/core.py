@@ -436,26 +436,25 @@ class Queue:
         is dead-lettered in the same transaction, with the reason, and left out; the
         rest of the batch is returned. `limit` is at most MAX_CLAIM_LIMIT. It looks
         before it locks: on an empty queue it returns [] after one read."""
-        limit = validate.claim_limit(limit)
-        self._check_worker(worker)
-        scope, where = scope_of(queues)
-        if not self._ready(scope, where):
-            return []
-        with self._tx():
-            return self._claimed(self._claim_params(worker, limit, where), scope, batch=False)
+        return self._look_then_claim(worker, limit, queues, batch=False)
 
     def claim_batch(self, worker: str, limit: int, *, queues: Sequence[str] | None = None) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, oldest first, after a read has shown
         that something is ready (an empty queue costs no lock). A job handed out before
         (attempts > 0: its worker may have crashed on it) comes alone, so a job that
         kills its worker cannot take a batch of others down with it twice (batch_size())."""
+        return self._look_then_claim(worker, limit, queues, batch=True)
+
+    def _look_then_claim(
+        self, worker: str, limit: int, queues: Sequence[str] | None, *, batch: bool
+    ) -> list[Job]:
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
         scope, where = scope_of(queues)
         if not self._ready(scope, where):
             return []
         with self._tx():
-            return self._claimed(self._claim_params(worker, limit, where), scope, batch=True)
+            return self._claimed(self._claim_params(worker, limit, where), scope, batch=batch)
 
     def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None. The same rules as
@@ -522,8 +521,7 @@ class Queue:
         check_job(job)
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__} {error!r:.80}")
-        if not isinstance(retry, bool):
-            raise InvalidArgument(f"retry must be True or False, got {retry!r}")
+        validate.flag("retry", retry)
         with self._tx():
             return self._fail(job, error, retry, self._now())
 
@@ -964,8 +962,7 @@ def purge_settings(
     older_than = validate.positive("older_than", older_than, allow_zero=True)
     chosen = validate.finished_states(states)
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT * 10, why="rows per transaction")
-    if not isinstance(archive, bool):
-        raise InvalidArgument(f"archive must be True or False, got {archive!r}")
+    validate.flag("archive", archive)
     return older_than, chosen, batch
 
 

@@ -165,6 +165,13 @@ def finished_states(values: object) -> list[str]:
     return chosen
 
 
+def flag(name: str, value: object) -> bool:
+    """A setting that is True or False, and nothing else (not 0, not "no")."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def optional_text(name: str, value: object) -> str | None:
     if value is None:
         return None

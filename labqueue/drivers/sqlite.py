@@ -65,10 +65,8 @@ class SqliteDriver:
             raise InvalidArgument(
                 f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
             )
-        if not isinstance(create, bool):
-            raise InvalidArgument(f"create must be True or False, got {create!r}")
-        if not isinstance(wake, bool):
-            raise InvalidArgument(f"wake must be True or False, got {wake!r}")
+        validate.flag("create", create)
+        validate.flag("wake", wake)
         if not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock = clock

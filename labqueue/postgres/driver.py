@@ -29,6 +29,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
+from .. import validate
 from ..backends import redact
 from ..core import Clock, Effect, Job, JobRecord, translated
 from ..errors import (
@@ -80,10 +81,8 @@ class PgDriver:
             raise InvalidArgument(
                 f"schema must be a lower-case name of letters, digits and _ (at most 63), got {schema!r}"
             )
-        if not isinstance(create, bool):
-            raise InvalidArgument(f"create must be True or False, got {create!r}")
-        if not isinstance(wake, bool):
-            raise InvalidArgument(f"wake must be True or False, got {wake!r}")
+        validate.flag("create", create)
+        validate.flag("wake", wake)
         if clock is not None and not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning seconds, or None, got {clock!r}")
         try:
