@@ -659,7 +659,9 @@ def _check_writable(path: Path) -> None:
         )
     sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
     for side in sides:
-        if side.exists() and not os.access(side, os.R_OK | os.W_OK):
+        # Asked in this order: another connection may delete its -wal at any moment, and
+        # access() is False for a file that has just gone, which is no reason to refuse.
+        if not os.access(side, os.R_OK | os.W_OK) and side.exists():
             raise CannotOpen(
                 f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
                 "there (give this user write permission on it); nothing was changed"
