@@ -42,6 +42,9 @@ MAX_ERROR_CHARS = 500
 # deeper, but not without limit: a payload enqueue accepts must always be readable.
 MAX_PAYLOAD_DEPTH = 100
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
+# How long a queue object trusts its reading of the paused queues: a pause reaches every
+# worker within this many seconds, at the cost of one tiny read each time.
+PAUSES_READ_EVERY = 1.0
 
 Clock = Callable[[], float]
 Effect = Callable[[Any], Any]
@@ -171,6 +174,10 @@ class Driver(Protocol):
     def job(self, job_id: int) -> JobRecord | None: ...
     def jobs(self, params: dict[str, Any]) -> list[JobRecord]: ...
     def counts(self) -> dict[str, int]: ...
+    def pause(self, queue: str, reason: str | None, now: float | None) -> bool: ...  # (tx)
+    def resume(self, queue: str) -> bool: ...  # (tx)
+    def paused(self) -> list[tuple[str, float, str | None]]: ...
+    def paused_names(self) -> list[str]: ...
     def listen(self) -> bool: ...
     def wait_for_jobs(self, timeout: float) -> bool: ...
     def interrupt_wait(self) -> None: ...
@@ -252,6 +259,8 @@ class Queue:
         self.timeout: float = settings["timeout"]
         self.rng: Callable[[], float] = settings["rng"]
         self._checked_worker: str | None = None
+        self._paused: tuple[str, ...] = ()
+        self._paused_read_at = -math.inf
 
     # -- plumbing -------------------------------------------------------------
 
@@ -306,6 +315,44 @@ class Queue:
         if worker is not self._checked_worker:  # the same name again costs one comparison
             validate.text("worker", worker)  # not indexed: no length limit
             self._checked_worker = worker  # type: ignore[assignment]
+
+    def _scope(self, queues: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+        """scope_of(queues), leaving out the paused queues (read at most once a second)."""
+        now = time.monotonic()
+        if now - self._paused_read_at >= PAUSES_READ_EVERY:
+            self._paused = tuple(self._read(self._d.paused_names))
+            self._paused_read_at = now
+        return scope_of(queues, self._paused)
+
+    # -- pausing named queues ---------------------------------------------------------
+
+    def pause(self, queue: str, *, reason: str | None = None) -> bool:
+        """Stop workers from taking jobs from `queue` (any queue name, "default" too) until
+        resume(). Jobs already running finish; queued ones wait, untouched; producers still
+        enqueue. Every queue object sees it within PAUSES_READ_EVERY seconds. Returns False
+        if the queue was paused already (its first pause and reason are kept)."""
+        queue = validate.queue_name(queue)
+        reason = None if reason is None else stored_error(validate.text("reason", reason))
+        with self._tx():
+            paused = self._d.pause(queue, reason, self._now())
+        self._paused_read_at = -math.inf
+        return paused
+
+    def resume(self, queue: str) -> bool:
+        """Let workers take jobs from `queue` again. Returns False if it was not paused."""
+        queue = validate.queue_name(queue)
+        with self._tx():
+            resumed = self._d.resume(queue)
+            if resumed:
+                self._d.hint_in_transaction()
+        if resumed:
+            self._d.hint_after_commit()
+        self._paused_read_at = -math.inf
+        return resumed
+
+    def paused(self) -> dict[str, dict[str, Any]]:
+        """The paused queues: when each was paused (the queue's clock) and why."""
+        return {name: {"paused_at": at, "reason": reason} for name, at, reason in self._read(self._d.paused)}
 
     # -- producing --------------------------------------------------------------
 
@@ -450,8 +497,8 @@ class Queue:
     ) -> list[Job]:
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
-        scope, where = scope_of(queues)
-        if not self._ready(scope, where):
+        scope, where = self._scope(queues)
+        if scope == "none" or not self._ready(scope, where):
             return []
         with self._tx():
             return self._claimed(self._claim_params(worker, limit, where), scope, batch=batch)
@@ -462,12 +509,12 @@ class Queue:
         their last attempt retired as dead. An unreadable row is dead-lettered and the
         next ready job is claimed instead."""
         self._check_worker(worker)
-        scope, where = scope_of(queues)
+        scope, where = self._scope(queues)
         with self._tx():
             return self._claim_one(worker, scope, where)
 
     def _claim_one(self, worker: str, scope: str, where: dict[str, Any]) -> Job | None:
-        while True:  # an unreadable row is buried, and the next one claimed instead
+        while scope != "none":  # an unreadable row is buried, and the next one claimed instead
             params = self._claim_params(worker, 1, where)
             rows = self._d.claim(params, scope, batch=True)
             if not rows:
@@ -475,6 +522,7 @@ class Queue:
             jobs = self._jobs_of(rows, params["now"])
             if jobs:
                 return jobs[0]
+        return None
 
     def complete(self, job: Job, effect: Effect | None = None) -> bool:
         """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
@@ -506,7 +554,7 @@ class Queue:
         check_job(job)
         check_effect(effect)
         self._check_worker(worker)
-        scope, where = scope_of(queues)
+        scope, where = self._scope(queues)
         with self._tx():
             accepted = self._d.complete(job, self._now())
             if accepted and effect is not None:
@@ -558,17 +606,19 @@ class Queue:
         """Whether a claim would find something now: a job to run (in `queues`, None for
         every queue), or an expired lease on a last attempt to retire. One read and no
         write lock, so producers and busy workers carry on while an idle worker looks."""
-        return self._ready(*scope_of(queues))
+        return self._ready(*self._scope(queues))
 
     def _ready(self, scope: str, where: dict[str, Any]) -> bool:
+        if scope == "none":
+            return False
         return self._read(lambda: self._d.ready(scope, where, self._now()))
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
         """When the next live job (in `queues`, None for every queue) is due by the clock:
         a delayed job's start, a retry's backoff, a lease's end (None when nothing is
         queued or running). An idle worker waits no longer than this."""
-        scope, where = scope_of(queues)
-        return self._read(lambda: self._d.next_due(scope, where))
+        scope, where = self._scope(queues)
+        return None if scope == "none" else self._read(lambda: self._d.next_due(scope, where))
 
     def listen(self) -> bool:
         """Start listening for producers' hints (a worker calls it once, before its first
@@ -620,7 +670,7 @@ class Queue:
         if claim_for is not None:
             limit = validate.claim_limit(limit)
             self._check_worker(claim_for)
-            scope, where = scope_of(queues)
+            scope, where = self._scope(queues)
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
@@ -630,7 +680,7 @@ class Queue:
                 else self._settle_one(report, now)
                 for report in finished
             ]
-            if claim_for is None:
+            if claim_for is None or scope == "none":
                 return outcomes, []
             return outcomes, self._claimed(self._claim_params(claim_for, limit, where), scope, batch=True)
 
@@ -941,11 +991,19 @@ def batch_size(attempts: Sequence[int]) -> int:
     return run
 
 
-def scope_of(queues: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+def scope_of(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
     """Which claim statement serves `queues`, and its parameters: every queue, one named
     queue or several (through jobs_queue_ready), the default queue alone or among others
-    (through jobs_ready); see sql.SCOPES. Several names travel as a list."""
+    (through jobs_ready), every queue but the `paused` ones; see sql.SCOPES. Several names
+    travel as a list. When every queue asked for is paused the scope is "none": nothing
+    may be claimed."""
     names = validate.queue_names(queues)
+    if paused:
+        if names is None:
+            return "all_but", {"paused": list(paused)}
+        names = [name for name in names if name not in paused]
+        if not names:
+            return "none", {}
     if names is None:
         return "all", {}
     if names == [DEFAULT_QUEUE]:

@@ -113,7 +113,17 @@ CREATE TABLE IF NOT EXISTS jobs_archive (
 );
 """
 
-SCHEMA = TABLE + INDEXES + ARCHIVE
+# Schema version 3: the named queues an operator paused (labqueue pause). A worker takes
+# no job from a paused queue; its jobs wait, untouched, until it is resumed.
+PAUSES = """
+CREATE TABLE IF NOT EXISTS queue_pauses (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL,
+    reason    TEXT
+);
+"""
+
+SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
@@ -131,7 +141,8 @@ ROLLBACK = "ROLLBACK /* labqueue */"
 # Version 2 changes a CHECK constraint, which SQLite cannot ALTER: its step builds the
 # new table beside the old one, copies every row (and any column another program added),
 # and swaps them ("rebuild_jobs_v2" in queue.py, with the statements below).
-MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2")
+# Version 3 only adds the queue_pauses table.
+MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 V1_COLUMNS = (
@@ -221,6 +232,8 @@ SCOPES = {
     "some": f"\n                 AND queue IN (SELECT value FROM json_each(:queues)) AND {NAMED_QUEUE}",
     "default": "\n                 AND +queue = 'default'",
     "some_default": "\n                 AND +queue IN (SELECT value FROM json_each(:queues))",
+    # Every queue but the paused ones: checked on jobs_ready's own queue column.
+    "all_but": "\n                 AND queue NOT IN (SELECT value FROM json_each(:paused))",
 }
 
 # Highest priority first, then the tutorial's order: the oldest ready job first.
@@ -490,3 +503,13 @@ FREELIST = "PRAGMA freelist_count"
 PAGE_COUNT = "PRAGMA page_count"
 PAGE_SIZE = "PRAGMA page_size"
 TABLE_INFO = "SELECT * FROM pragma_table_info('jobs')"
+
+
+# -- pausing named queues (labqueue pause / resume) ------------------------------------
+PAUSE = """
+INSERT INTO queue_pauses (queue, paused_at, reason) VALUES (:queue, :now, :reason)
+ON CONFLICT (queue) DO NOTHING
+RETURNING queue
+"""
+RESUME = "DELETE FROM queue_pauses WHERE queue = :queue RETURNING queue"
+PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"

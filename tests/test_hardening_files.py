@@ -314,7 +314,7 @@ def test_version_1_files_are_rebuilt_as_version_2_keeping_every_row(tmp_path):
             assert claimed[0].payload == {"n": 8}
             assert q.cancel(claimed[0].id) == "running"
             assert [job.payload["n"] for job in q.claim("w")] == ([7] if path != fresh else [])
-        assert user_version(path) == 2
+        assert user_version(path) == sql.SCHEMA_VERSION
         assert {row[0] for row in rows(path, "queue")} == {"default"}
     assert rows(current, "note, priority") == [("kept", 0), ("n/a", 5)]
     assert rows(current, "state") == [("running",), ("cancelled",)]

@@ -340,3 +340,39 @@ def test_fake_clock_still_drives_postgresql(pg_url, pg_schema):
     with PgJobQueue(pg_url, schema=pg_schema, clock=clock, lease_seconds=10) as q:
         job = claimed(q)
         assert job.lease_expires_at == 1010.0
+
+
+# -- pausing a named queue -------------------------------------------------------------------
+
+
+def test_a_paused_queue_is_left_alone_until_it_is_resumed(make_queue):
+    q, other_process = make_queue(), make_queue()
+    q.enqueue("t", {"n": 1}, queue="mail")
+    q.enqueue("t", {"n": 2}, queue="reports")
+    q.enqueue("t", {"n": 3})
+    assert q.pause("mail", reason="smtp is down") and not q.pause("mail")
+    assert set(q.paused()) == {"mail"} and q.paused()["mail"]["reason"] == "smtp is down"
+    claimed_ids = [job.id for job in q.claim_batch("w", 10)] + [job.id for job in q.claim_batch("w", 10)]
+    assert sorted(claimed_ids) == [2, 3]  # every queue but the paused one
+    assert q.claim_batch("w", 10, queues=["mail"]) == [] and not q.any_ready(["mail"])
+    assert q.next_due(["mail"]) is None and q.job(1).state == "queued"
+    assert other_process.claim_batch("w2", 10, queues=["mail"]) == []  # its first look reads the pauses
+    assert q.resume("mail") and not q.resume("mail")
+    assert [job.id for job in q.claim_batch("w", 10, queues=["mail"])] == [1]
+
+
+def test_a_worker_honours_a_pause(make_queue):
+    from labqueue import worker
+
+    q = make_queue()
+    q.enqueue_many("noop", [{}] * 3, queue="mail")
+    q.enqueue_many("noop", [{}] * 2)
+    q.pause("mail")
+    ran, _ = worker.work_batch(
+        q,
+        q.claim_batch("w", 10),
+        {"noop": lambda job, q: None},
+        claim_for=lambda n: ("w", 10, None),
+        stop=worker.StopFlag(),
+    )
+    assert ran == 2 and q.counts()["queued"] == 3 and {r.queue for r in q.jobs(state="queued")} == {"mail"}

@@ -471,6 +471,26 @@ class SqliteDriver:
             for name, queued, running, ready, oldest in self._hot.execute(sql.STATS_BY_QUEUE, (now, now))
         ]
 
+    # -- pausing named queues ---------------------------------------------------------
+
+    def pause(self, queue: str, reason: str | None, now: float | None) -> bool:
+        params = {"queue": queue, "reason": reason, "now": now}
+        return self._hot.execute(sql.PAUSE, params).fetchone() is not None
+
+    def resume(self, queue: str) -> bool:
+        return self._hot.execute(sql.RESUME, {"queue": queue}).fetchone() is not None
+
+    def paused(self) -> list[tuple[str, float, str | None]]:
+        return [tuple(row) for row in self._hot.execute(sql.PAUSED).fetchall()]
+
+    def paused_names(self) -> list[str]:
+        try:
+            return [row[0] for row in self._hot.execute(sql.PAUSED).fetchall()]
+        except sqlite3.OperationalError as exc:  # a file opened as it is (schema=None), from before v3
+            if "no such table" in str(exc):
+                return []
+            raise
+
     # -- reading jobs back ------------------------------------------------------------
 
     def job(self, job_id: int) -> JobRecord | None:
@@ -508,11 +528,11 @@ class SqliteDriver:
 
 
 def _sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Several queue names travel to SQLite as one JSON array (read with json_each)."""
-    queues = params.get("queues")
-    if queues is not None and not isinstance(queues, str):
-        return {**params, "queues": json.dumps(queues)}
-    return params
+    """Lists of queue names travel to SQLite as JSON arrays (read with json_each)."""
+    lists = {
+        name: json.dumps(params[name]) for name in ("queues", "paused") if isinstance(params.get(name), list)
+    }
+    return {**params, **lists} if lists else params
 
 
 def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable | None:

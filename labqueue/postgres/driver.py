@@ -134,6 +134,9 @@ class PgDriver:
                 self.db.execute(sql.SCHEMA)
             elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
                 self.db.execute(sql.MIGRATE_V2)
+            table = f"{pg_sql.Identifier(self.schema).as_string(self.db)}.queue_pauses"
+            if not self.db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()[0]:
+                self.db.execute(sql.PAUSES)  # schema version 3
 
     def _check_table(self, columns: dict[str, tuple]) -> None:
         expected = {name: spec for name, spec in sql.COLUMN_TYPES.items()}
@@ -395,6 +398,21 @@ class PgDriver:
 
     def queue_stats(self, now: float | None) -> list[tuple]:
         return self.db.execute(sql.STATS_BY_QUEUE, {"now": now}).fetchall()
+
+    # -- pausing named queues ---------------------------------------------------------
+
+    def pause(self, queue: str, reason: str | None, now: float | None) -> bool:
+        params = {"queue": queue, "reason": reason, "now": now}
+        return self.db.execute(sql.PAUSE, params).fetchone() is not None
+
+    def resume(self, queue: str) -> bool:
+        return self.db.execute(sql.RESUME, {"queue": queue}).fetchone() is not None
+
+    def paused(self) -> list[tuple[str, float, str | None]]:
+        return [tuple(row) for row in self.db.execute(sql.PAUSED).fetchall()]
+
+    def paused_names(self) -> list[str]:
+        return [row[0] for row in self.db.execute(sql.PAUSED).fetchall()]
 
     # -- reading jobs back ------------------------------------------------------------
 

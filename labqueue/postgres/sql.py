@@ -68,7 +68,16 @@ CREATE TABLE IF NOT EXISTS jobs_archive (
 );
 """
 
-SCHEMA = TABLE + INDEXES + ARCHIVE
+# Schema version 3 (as on SQLite): the named queues an operator paused.
+PAUSES = """
+CREATE TABLE IF NOT EXISTS queue_pauses (
+    queue     TEXT             PRIMARY KEY,
+    paused_at DOUBLE PRECISION NOT NULL,
+    reason    TEXT
+);
+"""
+
+SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under
@@ -183,6 +192,7 @@ SCOPES = {
     "some": "\n                     AND queue = ANY(%(queues)s::text[]) AND queue <> 'default'",
     "default": "\n                     AND queue = 'default'",
     "some_default": "\n                     AND queue = ANY(%(queues)s::text[])",
+    "all_but": "\n                     AND queue <> ALL(%(paused)s::text[])",
 }
 
 # The claim, in one statement. `retired` turns jobs whose lease ran out on their last
@@ -400,3 +410,14 @@ NOW_VALUE = f"SELECT {NOW}"
 # The table's size on disk, with its indexes and TOAST (what VACUUM may give back).
 TABLE_BYTES = "SELECT pg_total_relation_size('jobs')"
 VACUUM = "VACUUM jobs"
+
+
+# -- pausing named queues (labqueue/sql.py's PAUSE, RESUME, PAUSED) ----------------------
+PAUSES_EXIST = "SELECT to_regclass(%(table)s) IS NOT NULL"
+PAUSE = f"""
+INSERT INTO queue_pauses (queue, paused_at, reason) VALUES (%(queue)s, {NOW}, %(reason)s)
+ON CONFLICT (queue) DO NOTHING
+RETURNING queue
+"""
+RESUME = "DELETE FROM queue_pauses WHERE queue = %(queue)s RETURNING queue"
+PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
