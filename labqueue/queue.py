@@ -1027,6 +1027,68 @@ class JobQueue:
     def __repr__(self) -> str:
         return f"JobQueue({str(self.path)!r}, lease_seconds={self.lease_seconds})"
 
+    # -- operating a fleet (issue 23) ---------------------------------------------
+
+    def put_back(self, jobs: Sequence[Job], delay: float, note: str) -> int:
+        """Give back claimed jobs this worker cannot run (no handler for their kind):
+        queued again with the claim's attempt returned, hidden for `delay` seconds so no
+        worker claims them in a tight loop, and `note` in last_error saying why. Fenced
+        like release(). Returns how many were still ours."""
+        delay = validate.positive("delay", delay, allow_zero=True)
+        note = validate.text("note", note)[:MAX_ERROR_CHARS]
+        put = 0
+        with self._tx():
+            now = self.clock()
+            for job in jobs:
+                params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
+                put += self._hot.execute(sql.PUT_BACK, params).rowcount
+        return put
+
+    def note_crash(self, worker: str, message: str) -> list[int]:
+        """Write `message` into last_error of every job still running under `worker`'s
+        name (a supervisor's note that the process died holding them), and return their
+        ids. Leases are untouched: each job goes to another worker when its lease ends."""
+        validate.text("worker", worker)
+        message = validate.text("message", message)[:MAX_ERROR_CHARS]
+        with self._tx() as db:
+            rows = db.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
+        return sorted(row[0] for row in rows)
+
+    def finished_within(self, seconds: float) -> dict[str, dict[str, int]]:
+        """How many jobs finished in the last `seconds` by the queue's clock, per named
+        queue and final state (done, dead, cancelled). Reads the whole table (there is no
+        index on finished_at): for a metrics scrape, not the hot path."""
+        seconds = validate.positive("seconds", seconds)
+        found: dict[str, dict[str, int]] = {}
+        for row in self.db.execute(sql.FINISHED_WITHIN, {"now": self.clock(), "window": seconds}):
+            found.setdefault(row[0], {})[row[1]] = row[2]
+        return found
+
+    def latest_jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        queue: str | None = None,
+    ) -> list[JobRecord]:
+        """jobs(), newest first: the last `limit` rows matching the filters."""
+        states = validate.states(state)
+        if kind is not None:
+            validate.kind(kind)
+        if queue is not None:
+            validate.queue_name(queue)
+        if limit is not None:
+            validate.read_limit(limit)
+        params = {
+            "states": None if states is None else json.dumps(states),
+            "kind": kind,
+            "queue": queue,
+            "limit": -1 if limit is None else limit,
+        }
+        with self._lenient_text():
+            return [_record(row) for row in self.db.execute(sql.LATEST_JOBS, params)]
+
 
 def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
     """The full-jitter ceiling after `attempts`: base doubled per attempt, at most cap. The

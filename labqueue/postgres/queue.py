@@ -685,6 +685,54 @@ class PgJobQueue:
     def __repr__(self) -> str:
         return f"PgJobQueue({redact(self.url)!r}, schema={self.schema!r}, lease_seconds={self.lease_seconds})"
 
+    # -- operating a fleet (issue 23) ---------------------------------------------
+
+    def put_back(self, jobs: Sequence[Job], delay: float, note: str) -> int:
+        """JobQueue.put_back: give back jobs this worker cannot run, hidden for `delay` s."""
+        delay = checks.positive("delay", delay, allow_zero=True)
+        note = validate.text("note", note)[:MAX_ERROR_CHARS]
+        put = 0
+        with self._tx() as db:
+            for job in jobs:
+                params = {"now": self._now(), "delay": delay, "note": note}
+                put += db.execute(sql.PUT_BACK, {**params, "id": job.id, "token": job.lease_token}).rowcount
+        return put
+
+    def note_crash(self, worker: str, message: str) -> list[int]:
+        """JobQueue.note_crash: a crash note on the jobs still running under `worker`."""
+        validate.text("worker", worker)
+        message = validate.text("message", message)[:MAX_ERROR_CHARS]
+        with self._tx() as db:
+            rows = db.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
+        return sorted(row[0] for row in rows)
+
+    def finished_within(self, seconds: float) -> dict[str, dict[str, int]]:
+        """JobQueue.finished_within: jobs finished in the last `seconds`, per queue and state."""
+        seconds = checks.positive("seconds", seconds)
+        found: dict[str, dict[str, int]] = {}
+        for name, state, n in self.db.execute(sql.FINISHED_WITHIN, {"now": self._now(), "window": seconds}):
+            found.setdefault(name, {})[state] = n
+        return found
+
+    def latest_jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        queue: str | None = None,
+    ) -> list[JobRecord]:
+        """JobQueue.latest_jobs: jobs(), newest first."""
+        states = checks.states(state)
+        if kind is not None:
+            checks.kind(kind)
+        if queue is not None:
+            validate.queue_name(queue)
+        if limit is not None:
+            checks.read_limit(limit)
+        params = {"states": states, "kind": kind, "queue": queue, "limit": limit}
+        return [JobRecord(*row) for row in self.db.execute(sql.LATEST_JOBS, params)]
+
 
 def drop_schema(url: str, schema: str) -> None:
     """Delete a queue's schema and everything in it (its jobs, and any table its effects made)."""
