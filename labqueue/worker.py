@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import signal
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from . import handlers as registry
 from . import validate
 from .backends import open_queue
+from .durations import parse_duration
 from .errors import InvalidArgument, LabqueueError, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
@@ -415,15 +415,12 @@ def run(
 
 
 def seconds(text: str, *, allow_zero: bool = True) -> float:
-    """A finite number of seconds, zero or more (or, without allow_zero, more than zero)."""
-    need = "zero or more" if allow_zero else "above zero"
+    """A finite duration, zero or more (or, without allow_zero, more than zero): plain
+    seconds or with a unit, 90s, 15m, 2h, 1d, 1w (labqueue.durations, one parser for all)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, {need}, got {text!r}")
-    return value
+        return parse_duration(text, allow_zero=allow_zero)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_seconds(text: str) -> float:
