@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from .attribution import note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command
 
@@ -121,7 +122,9 @@ class WorkerPool:
     `command(name)`, if given, replaces the worker command line altogether, for a lab
     that runs a worker program of its own. `quiet` sends the workers' output to
     /dev/null; `new_session` starts each in a session of its own, so a Ctrl-C in the
-    terminal reaches only the process that supervises them, which passes it on."""
+    terminal reaches only the process that supervises them, which passes it on.
+    `note_crashes` writes, into each job a crashed worker still held, that it crashed
+    and how (labqueue.attribution), and names those jobs in the log."""
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class WorkerPool:
         quiet: bool = True,
         new_session: bool = False,
         popen_options: Mapping[str, Any] | None = None,
+        note_crashes: bool = False,
     ) -> None:
         if path is None and command is None:
             raise InvalidArgument("a WorkerPool needs the queue's path (or a command of its own)")
@@ -153,6 +157,8 @@ class WorkerPool:
         self.quiet = quiet
         self.new_session = new_session
         self.popen_options = dict(popen_options or {})
+        self.note_crashes = note_crashes
+        self.crashed_jobs: dict[str, list[int]] = {}  # worker name: the jobs it held when it crashed
         self.slots: list[Worker | None] = [None] * self.size
         self.ended: list[Worker] = []  # every worker that has ended, oldest first
         self.started = 0  # processes started so far
@@ -210,16 +216,27 @@ class WorkerPool:
         gone = self.reap()
         for w in gone:
             if w.crashed and w.slot < self.size:
+                held = self._note_crash(w)
                 fresh = self._start(w.slot)
                 self.restarts += 1
                 log.warning(
-                    "worker %s crashed (%s); restarted as %s (pid %d)",
+                    "worker %s crashed (%s)%s; restarted as %s (pid %d)",
                     w.name,
                     exit_reason(w.returncode),
+                    f" while running job(s) {', '.join(map(str, held))}" if held else "",
                     fresh.name,
                     fresh.pid,
                 )
         return gone
+
+    def _note_crash(self, w: Worker) -> list[int]:
+        """The jobs a crashed worker still held, each noted with how it crashed."""
+        if not self.note_crashes or self.path is None:
+            return []
+        held = note_crash(self.path, w.name, w.returncode)
+        if held:
+            self.crashed_jobs[w.name] = held
+        return held
 
     def _start(self, slot: int) -> Worker:
         name = self.names(self.started)

@@ -7,12 +7,17 @@ It leaves by itself after IDLE_EXIT seconds with nothing to do (never, with
 a supervised pool of them with --concurrency N (labqueue.pool). The first
 SIGTERM or SIGINT lets the current job finish and then exits (a warm stop); a
 second one exits at once, and the job's lease hands it to another worker.
+
+A worker refuses to start with no handlers registered (a plain worker would only
+claim jobs it cannot run). A job of a kind it has no handler for is given back, its
+attempt returned, hidden for a while (labqueue.unknown_kinds): it waits for a worker
+that knows the kind and is never dead-lettered for it. The current folder comes first
+on sys.path, so ``--handlers myapp.jobs`` imports from where the worker was started.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -22,13 +27,15 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
-from . import validate
+from . import joblog, validate
 from .backends import open_queue
 from .durations import parse_duration
-from .errors import InvalidArgument, LabqueueError, UnknownJobKind
+from .errors import InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
+from .joblog import LOG_FORMATS, configure_logging, job_fields
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 from .schedule import Every, Scheduler, parse_every
+from .unknown_kinds import give_back_unknown
 from .wakeup import SAFETY_POLL
 
 DEFAULT_IDLE_EXIT = 2.0
@@ -40,7 +47,6 @@ DEFAULT_BATCH = 10
 # commits what has finished whenever this much time has passed since its last commit,
 # so slow jobs are reported about as soon as they finish and only fast ones are grouped.
 DEFAULT_COMMIT_INTERVAL = 0.05
-LOG_FORMATS = ("text", "json")
 # With --purge-after, how often a worker purges (each worker of a pool does; a purge that
 # finds nothing costs one read).
 DEFAULT_PURGE_EVERY = 60.0
@@ -152,6 +158,7 @@ def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
         error_text(exc),
         _OUTCOME_WORDS[outcome],
         exc_info=exc,
+        extra=job_fields(job, worker=None, queue=_queue_of(q, job.id)),
     )
     return outcome
 
@@ -169,16 +176,37 @@ def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler])
         return Finished(job, error=error_text(exc), exception=exc)
 
 
-def _log_outcome(report: Finished, outcome: str) -> None:
-    """A failure with its outcome (and traceback), or a result discarded for a lost lease."""
+def _log_outcome(
+    q: JobQueue,
+    report: Finished,
+    outcome: str,
+    *,
+    worker: str | None = None,
+    timing: tuple[float, float] | None = None,
+) -> None:
+    """A failure with its outcome (and traceback), a result discarded for a lost lease,
+    or a success (at joblog.success_level). `timing` is (when the handler ended, how
+    long it ran): the line carries both, not the moment the batch was reported."""
     job = report.job
-    if outcome == "cancelled":
-        log.info("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["cancelled"])
-    elif outcome == "lost":
-        log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
-    elif report.error is not None or outcome != "done":
+    if outcome == "done" and report.error is None:
+        level = joblog.success_level
+    elif outcome == "cancelled":
+        level = logging.INFO
+    elif outcome == "queued" or outcome == "lost":
+        level = logging.WARNING
+    else:
+        level = logging.ERROR
+    if not log.isEnabledFor(level):
+        return
+    at, took = timing if timing is not None else (None, None)
+    extra = job_fields(job, worker=worker, queue=_queue_of(q, job.id), duration_s=took, at=at)
+    if outcome == "done" and report.error is None:
+        log.log(level, "job %d (%s) done on attempt %d", job.id, job.kind, job.attempts, extra=extra)
+    elif outcome in ("cancelled", "lost"):
+        log.log(level, "job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS[outcome], extra=extra)
+    else:
         log.log(
-            logging.WARNING if outcome == "queued" else logging.ERROR,
+            level,
             "job %d (%s) failed on attempt %d of %d: %s; %s",
             job.id,
             job.kind,
@@ -187,7 +215,18 @@ def _log_outcome(report: Finished, outcome: str) -> None:
             report.error or "its effect raised",
             _OUTCOME_WORDS[outcome],
             exc_info=report.exception,
+            extra=extra,
         )
+
+
+def _queue_of(q: JobQueue, job_id: int) -> str | None:
+    """The named queue of a job, for its log line: one read by id, made only for a line
+    that will be written (a claimed Job does not carry its queue)."""
+    try:
+        record = q.job(job_id)
+    except Exception:  # a log line never stops the worker
+        return None
+    return None if record is None else record.queue
 
 
 def _queue_now(q: JobQueue) -> float:
@@ -205,6 +244,7 @@ def work_batch(
     stop: StopFlag,
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
     monotonic: Callable[[], float] = time.monotonic,
+    worker: str | None = None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -216,7 +256,8 @@ def work_batch(
     the one running) and gives back those not started. `claim_for(ran)` names the worker
     and the size of the next batch (and the queues to claim it from), or None."""
     finished: list[Finished] = []
-    pending = list(batch)
+    pending = give_back_unknown(q, batch, handlers, worker=worker)  # kinds this worker cannot run
+    timings: dict[int, tuple[float, float]] = {}  # job id: (when it ended, how long it ran)
     last_commit = monotonic()
     ran = 0
 
@@ -225,7 +266,7 @@ def work_batch(
         worker, size, *scope = claim if claim is not None else (None, 1)
         outcomes, nxt = q.settle(finished, claim_for=worker, limit=size, queues=scope[0] if scope else None)
         for done, outcome in zip(finished, outcomes, strict=True):
-            _log_outcome(done, outcome)
+            _log_outcome(q, done, outcome, worker=worker, timing=timings.pop(done.job.id, None))
         finished, last_commit = [], monotonic()
         return nxt
 
@@ -238,7 +279,9 @@ def work_batch(
                 report()
             pending = q.extend(pending)
             continue
-        finished.append(run_handler(q, pending.pop(0), handlers))
+        job, began = pending.pop(0), monotonic()
+        finished.append(run_handler(q, job, handlers))
+        timings[job.id] = (time.time(), monotonic() - began)
         ran += 1
         if pending and monotonic() - last_commit >= commit_interval:
             report()
@@ -395,7 +438,13 @@ def run(
                         continue
                     give_up_at = None
                 ran, jobs = work_batch(
-                    q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval
+                    q,
+                    jobs,
+                    table,
+                    claim_for=claim_for,
+                    stop=stop,
+                    commit_interval=commit_interval,
+                    worker=worker_id,
                 )
                 handled += ran
     except ForcedShutdown:
@@ -574,6 +623,12 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         choices=LOG_FORMATS,
         help="text lines, or one JSON object per line (default text)",
     )
+    parser.add_argument(
+        "--log-success",
+        action="store_true",
+        help="log each job done at INFO (default: at DEBUG); every job line has job_id, kind, "
+        "queue, attempt, worker and duration_ms",
+    )
 
 
 def settings_options(args: argparse.Namespace) -> list[str]:
@@ -583,7 +638,7 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         words += ["--handlers", module]
     for schedule in args.every:
         words += ["--every", schedule]
-    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake
+    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake + ["--log-success"] * args.log_success
     names = (
         "poll",
         "max_attempts",
@@ -628,32 +683,6 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log record: time, level, logger, message, and the traceback if any."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": round(record.created, 3),
-            "level": record.levelname,
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
-    """Log records of this process to stderr, as text lines or JSON lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("db", help="the queue's SQLite file")
@@ -675,12 +704,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
-    configure_logging(args.log_level, args.log_format)
-    for module in args.handlers:
-        try:
-            registry.load_module(module)
-        except ImportError as exc:
-            parser.error(f"--handlers: cannot import {module!r} ({exc})")
+    configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    try:
+        registry.load_for_worker(args.handlers)
+    except ImportError as exc:
+        parser.error(f"--handlers: cannot import {exc.name!r} ({exc})")
+    except NoHandlers as exc:
+        parser.error(str(exc))
     stop = StopFlag()
     stop.install()
     try:
