@@ -22,9 +22,7 @@ def parse_duration(text: str, *, allow_zero: bool = True) -> float:
     InvalidArgument naming the value for anything else (negative, NaN, inf, "5 years")."""
     match = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if match is None:
-        raise InvalidArgument(
-            f"expected a duration such as 90, 90s, 15m, 2h, 1d or 1w, got {text!r}"
-        )
+        raise InvalidArgument(f"expected a duration such as 90, 90s, 15m, 2h, 1d or 1w, got {text!r}")
     value = float(match["number"]) * UNITS[match["unit"] or "s"]
     if not math.isfinite(value):
         raise InvalidArgument(f"expected a finite duration, got {text!r}")
