@@ -271,16 +271,21 @@ def job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chosen(args: argparse.Namespace, q: Any, states: Sequence[str]) -> list[int] | None:
-    """The ids a bulk command acts on: those named (None: the caller acts on them and
-    reports each), or the jobs in `states` that --queue/--kind/--all select."""
+def _check_selection(args: argparse.Namespace) -> None:
+    """A bulk command names its jobs by ID, or selects them with --queue/--kind/--all: one
+    of the two, before the queue is opened."""
     filters = args.queue is not None or args.kind is not None
     if args.ids and (filters or args.all):
         raise UsageError("name jobs by ID or select them with --queue/--kind/--all, not both")
+    if not (args.ids or filters or args.all):
+        raise UsageError("say which jobs: their IDs, --queue NAME and/or --kind KIND, or --all")
+
+
+def _selected(args: argparse.Namespace, q: Any, states: Sequence[str]) -> list[int] | None:
+    """The ids a bulk command acts on when none were named: the jobs in `states` that
+    --queue/--kind/--all select (None when IDs were named: the caller reports on each)."""
     if args.ids:
         return None
-    if not (filters or args.all):
-        raise UsageError("say which jobs: their IDs, --queue NAME and/or --kind KIND, or --all")
     return [r.id for r in q.jobs(state=list(states), kind=args.kind, queue=args.queue)]
 
 
@@ -289,8 +294,9 @@ def requeue_dead(args: argparse.Namespace) -> int:
     ones with the given IDs, those of --queue and/or --kind, or --all. Prints the ids
     requeued, one per line. A named job that was not requeued (not dead, or no such
     job) gets a line on stderr and the exit code is 1, as for cancel."""
+    _check_selection(args)
     with open_existing(args.db) as q:
-        selected = _chosen(args, q, ["dead"])
+        selected = _selected(args, q, ["dead"])
         done = q.requeue_dead(args.ids if selected is None else selected)
         missed = sorted(set(args.ids) - set(done))
         for job_id in missed:
@@ -311,9 +317,10 @@ def cancel(args: argparse.Namespace) -> int:
     effect never commits. Prints each id and the state it was cancelled in. A named job
     that is finished or unknown gets a line on stderr and is left as it was (exit
     code 1, as for requeue-dead)."""
+    _check_selection(args)
     failed = False
     with open_existing(args.db) as q:
-        selected = _chosen(args, q, ["queued", "running"])
+        selected = _selected(args, q, ["queued", "running"])
         for job_id in args.ids if selected is None else selected:
             try:
                 print(f"{job_id} cancelled (was {q.cancel(job_id)})")

@@ -588,7 +588,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         type=every_option,
-        metavar="KIND=SECONDS",
+        metavar="KIND=DURATION",
         help="enqueue one KIND job per period of SECONDS, exactly once however many workers "
         "tick (repeatable; missed periods are skipped)",
     )

@@ -374,13 +374,15 @@ def test_read_commands_change_nothing_in_an_sqlite_file_that_is_not_a_queue(tmp_
         conn.execute("CREATE TABLE users (name TEXT)")
     conn.close()
     before = other.read_bytes()
-    for command in ("stats", "jobs", "requeue-dead"):
-        assert "no jobs table" in one_line_error(labqueue(command, other), 2)
+    for command in (("stats",), ("jobs",), ("requeue-dead", "--all")):
+        assert "no jobs table" in one_line_error(labqueue(command[0], other, *command[1:]), 2)
     assert other.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
-@pytest.mark.parametrize("command", [("stats",), ("jobs",), ("requeue-dead",), ("enqueue", "k", "{}")])
+@pytest.mark.parametrize(
+    "command", [("stats",), ("jobs",), ("requeue-dead", "--all"), ("enqueue", "k", "{}")]
+)
 def test_labqueues_own_errors_are_one_line_and_exit_1(command, tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database\n")

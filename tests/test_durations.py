@@ -36,3 +36,11 @@ def test_zero_is_refused_where_a_duration_must_be_above_zero():
 
 def test_format_duration_reads_back():
     assert [format_duration(v) for v in (604800, 7200, 900, 90, 0.5)] == ["1w", "2h", "15m", "90s", "0.5s"]
+
+
+def test_every_takes_a_duration_too():
+    from labqueue.schedule import parse_every
+
+    assert parse_every("report=1h").seconds == 3600.0
+    with pytest.raises(InvalidArgument, match=r"--every report: the period: .*got '0s'"):
+        parse_every("report=0s")
