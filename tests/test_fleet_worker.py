@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_the_console_script_finds_the_apps_handlers_from_its_folder(app, tmp_pat
     db = tmp_path / "jobs.db"
     with JobQueue(db) as q:
         q.enqueue("noop", {})
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [str(script), "worker", str(db), "--handlers", "myapp.jobs", "--idle-exit", "0"],
         cwd=app, env=env, capture_output=True, text=True, timeout=60,
@@ -275,9 +276,36 @@ def test_a_handler_longer_than_its_lease_runs_once_while_others_wait(app, tmp_pa
         q.enqueue("long", {"folder": str(tmp_path), "seconds": 2.5})
     result = labqueue(
         "worker", db, "--handlers", "myapp.jobs", "--concurrency", "2", "--lease", "1", "--idle-exit", "3.5",
-        env={**__import__("os").environ, "PYTHONPATH": str(app)},
+        env={**os.environ, "PYTHONPATH": str(app)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "runs.txt").read_text().splitlines() == ["1 1"]  # one run, on its first attempt
     with JobQueue(db) as q:
         assert q.job(1).state == "done"
+
+
+def test_sigterm_to_the_pools_whole_process_group_is_a_warm_stop(app, tmp_path):
+    """What a terminal's Ctrl-C or `kill -TERM -PGID` does: the signal reaches the
+    supervisor's group; each worker gets one SIGTERM and finishes the job it holds."""
+    db = tmp_path / "jobs.db"
+    with JobQueue(db) as q:
+        for _ in range(3):
+            q.enqueue("gated", {"folder": str(tmp_path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labqueue", "worker", str(db), "--handlers", "myapp.jobs",
+         "--concurrency", "2", "--batch", "1"],
+        cwd=app, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    log = LogReader(proc)
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 2)
+        os.killpg(proc.pid, signal.SIGTERM)
+        log.wait_for_line("warm stop: asked 2 worker(s)")
+        (tmp_path / "release").touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    with JobQueue(db) as q:
+        assert q.counts() == {"queued": 1, "running": 0, "done": 2, "dead": 0, "cancelled": 0}
+    assert log.text().count("stopped (warm stop) after 1 job(s)") == 2
