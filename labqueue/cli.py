@@ -39,7 +39,7 @@ from . import __version__, environment, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
 from .durations import duration
-from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, NoHandlers, QueueNotFound
+from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
 from .health import judge
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue
@@ -101,8 +101,6 @@ def worker(args: argparse.Namespace) -> int:
         registry.load_for_worker(args.handlers)
     except ImportError as exc:
         raise UsageError(f"argument --handlers: cannot import {exc.name!r} ({exc})") from None
-    except NoHandlers as exc:
-        raise UsageError(str(exc)) from None
     open_queue(args.db, lease_seconds=args.lease, **_given(queue_settings(args))).close()  # fail here, once
     options = settings_options(args)
     if args.idle_exit is None:

@@ -43,7 +43,7 @@ def judge(
             f"over --max-oldest-ready {format_duration(max_oldest_ready)}"
         )
     if max_dead is not None and dead > max_dead:
-        problems.append(f"{dead} dead jobs, over --max-dead {max_dead}")
+        problems.append(f"{dead} dead job(s), over --max-dead {max_dead}")
     if problems:
         return Health(False, "; ".join(problems))
     return Health(True, summary)

@@ -46,6 +46,16 @@ def job_fields(
     return fields
 
 
+def queue_of(q: Any, job_id: int) -> str | None:
+    """The named queue of a job, for its log line: one read by id, made only for a line
+    that will be written (a claimed Job does not carry its queue). Never raises."""
+    try:
+        record = q.job(job_id)
+    except Exception:  # a log line never stops the worker
+        return None
+    return None if record is None else record.queue
+
+
 def _stamp(record: logging.LogRecord) -> None:
     """Give the record the time its event happened, if it says so."""
     at = getattr(record, "at", None)

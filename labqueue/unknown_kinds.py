@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .joblog import job_fields
+from .joblog import job_fields, queue_of
 
 # Long enough that a worker without the handler costs at most one claim and one write
 # per job every this many seconds; short enough that a job waiting for a worker that
@@ -47,7 +47,7 @@ def give_back_unknown(
         mine = [job for job in unknown if job.kind == kind]
         q.put_back(mine, delay, note)
         for job in mine:
-            log.warning(
-                "job %d (%s): %s", job.id, kind, note, extra=job_fields(job, worker=worker, queue=None)
-            )
+            extra = job_fields(job, worker=worker, queue=queue_of(q, job.id))
+            log.warning("job %d (%s): %s", job.id, kind, note, extra=extra)
     return [job for job in jobs if job.kind in handlers]
+

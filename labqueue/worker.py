@@ -32,7 +32,7 @@ from .backends import open_queue
 from .durations import parse_duration
 from .errors import InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
-from .joblog import LOG_FORMATS, configure_logging, job_fields
+from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 from .schedule import Every, Scheduler, parse_every
 from .unknown_kinds import give_back_unknown
@@ -158,14 +158,16 @@ def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
         error_text(exc),
         _OUTCOME_WORDS[outcome],
         exc_info=exc,
-        extra=job_fields(job, worker=None, queue=_queue_of(q, job.id)),
+        extra=job_fields(job, worker=None, queue=queue_of(q, job.id)),
     )
     return outcome
 
 
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
     """Run one job's handler and say what it came to, without reporting it yet: the
-    effect it returned, or the failure (an unknown kind is final: no retry can fix it)."""
+    effect it returned, or the failure. The worker loop gives back jobs of kinds it has
+    no handler for before they get here (labqueue.unknown_kinds); called on its own with
+    such a job, it reports a final failure."""
     fn = handlers.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
@@ -199,7 +201,7 @@ def _log_outcome(
     if not log.isEnabledFor(level):
         return
     at, took = timing if timing is not None else (None, None)
-    extra = job_fields(job, worker=worker, queue=_queue_of(q, job.id), duration_s=took, at=at)
+    extra = job_fields(job, worker=worker, queue=queue_of(q, job.id), duration_s=took, at=at)
     if outcome == "done" and report.error is None:
         log.log(level, "job %d (%s) done on attempt %d", job.id, job.kind, job.attempts, extra=extra)
     elif outcome in ("cancelled", "lost"):
@@ -217,16 +219,6 @@ def _log_outcome(
             exc_info=report.exception,
             extra=extra,
         )
-
-
-def _queue_of(q: JobQueue, job_id: int) -> str | None:
-    """The named queue of a job, for its log line: one read by id, made only for a line
-    that will be written (a claimed Job does not carry its queue)."""
-    try:
-        record = q.job(job_id)
-    except Exception:  # a log line never stops the worker
-        return None
-    return None if record is None else record.queue
 
 
 def _queue_now(q: JobQueue) -> float:
@@ -527,7 +519,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "--poll",
         type=positive_seconds,
         default=DEFAULT_POLL,
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"seconds between looks for work when idle (default {DEFAULT_POLL})",
     )
     parser.add_argument(
@@ -539,13 +531,13 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backoff-base",
         type=positive_seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
     )
     parser.add_argument(
         "--backoff-cap",
         type=positive_seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="the largest retry backoff ceiling (default 60)",
     )
     parser.add_argument(
@@ -566,7 +558,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "--commit-interval",
         type=seconds,
         default=DEFAULT_COMMIT_INTERVAL,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="within a batch, commit what has finished once this much time has passed "
         f"(default {DEFAULT_COMMIT_INTERVAL})",
     )
@@ -595,14 +587,14 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--purge-after",
         type=seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="remove done jobs that finished this long ago, every --purge-every seconds (default: keep them)",
     )
     parser.add_argument(
         "--purge-every",
         type=positive_seconds,
         default=DEFAULT_PURGE_EVERY,
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
     )
     parser.add_argument(
@@ -710,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         parser.error(f"--handlers: cannot import {exc.name!r} ({exc})")
     except NoHandlers as exc:
-        parser.error(str(exc))
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
     stop = StopFlag()
     stop.install()
     try:

@@ -107,8 +107,10 @@ def test_the_worker_command_refuses_to_start_without_handlers_and_touches_no_job
     db = tmp_path / "jobs.db"
     with JobQueue(db) as q:
         q.enqueue("email", {})
-    line = one_line_error(labqueue("worker", db, "--idle-exit", "0"), 2)
-    assert "no job handlers are registered" in line
+    result = labqueue("worker", db, "--idle-exit", "0")
+    line = one_line_error(result, 1)
+    assert line.startswith("labqueue worker: error: no job handlers are registered")
+    assert result.stderr.count("\n") == 1  # the one line, no usage text
     with JobQueue(db) as q:
         record = q.job(1)
     assert (record.state, record.attempts, record.worker) == ("queued", 0, None)

@@ -43,7 +43,7 @@ def test_health_judges_the_thresholds_with_a_reason():
     late = judge(stats, max_oldest_ready=300)
     assert not late.healthy
     assert late.reason == "the oldest ready job has waited 400 s, over --max-oldest-ready 5m"
-    assert judge(stats, max_dead=1).line == "unhealthy: 2 dead jobs, over --max-dead 1"
+    assert judge(stats, max_dead=1).line == "unhealthy: 2 dead job(s), over --max-dead 1"
 
 
 def test_health_command_exits_0_or_1_with_one_line(db, capsys):
@@ -52,7 +52,7 @@ def test_health_command_exits_0_or_1_with_one_line(db, capsys):
         for job in q.claim("w"):
             q.fail(job, "boom", retry=False)
     code, out, _ = run(capsys, "health", db, "--max-dead", "0")
-    assert (code, out) == (1, "unhealthy: 1 dead jobs, over --max-dead 0\n")
+    assert (code, out) == (1, "unhealthy: 1 dead job(s), over --max-dead 0\n")
     code, out, _ = run(capsys, "health", db, "--max-dead", "1", "--max-oldest-ready", "5m")
     assert code == 0 and out.startswith("healthy: ")
     code, out, _ = run(capsys, "health", db.parent / "missing.db")
