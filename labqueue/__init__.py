@@ -5,6 +5,8 @@ The course that builds it lives in ``labqueue.lab``; the benchmark and the chaos
 harness in ``labqueue.bench`` and ``labqueue.chaos``. Nothing here imports them.
 """
 
+__version__ = "0.2.0"  # the one place the version is written (pyproject.toml reads it)
+
 from .backends import open_queue
 from .clock import FakeClock
 from .errors import (
@@ -14,6 +16,7 @@ from .errors import (
     ForeignJobsTable,
     InvalidArgument,
     LabqueueError,
+    NoHandlers,
     NotADatabase,
     PayloadNotSerializable,
     QueueBusy,
@@ -43,6 +46,7 @@ __all__ = [
     "JobRecord",
     "KeepAlive",
     "LabqueueError",
+    "NoHandlers",
     "NotADatabase",
     "PayloadNotSerializable",
     "QueueBusy",

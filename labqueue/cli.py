@@ -1,24 +1,27 @@
-"""The ``labqueue`` command: run workers, add jobs, look at the queue, put dead jobs back.
+"""The labqueue command: run workers, add jobs, look at the queue, put dead jobs back.
 
     labqueue worker jobs.db --concurrency 4 --handlers myapp.jobs
     labqueue enqueue jobs.db email '{"to": "ada@example.com"}'
     labqueue stats jobs.db --watch
     labqueue jobs jobs.db --state dead
-    labqueue requeue-dead jobs.db
+    labqueue job jobs.db 42
+    labqueue requeue-dead jobs.db --kind email
     labqueue cancel jobs.db 42
-    labqueue purge jobs.db --older-than 86400 --reclaim
+    labqueue purge jobs.db --older-than 1w --reclaim
+    labqueue health jobs.db --max-oldest-ready 5m --max-dead 10
+    labqueue metrics jobs.db --port 9187
 
 One function per command; its docstring is its help. Bad arguments get a one-line usage
 error and exit code 2; labqueue's own errors a one-line message and exit code 1. The
-commands that take an existing queue (stats, jobs, requeue-dead, cancel, purge) never
-create a file. ``bench`` and ``chaos``
-hand their arguments to the tools, imported only when asked for.
+commands that take an existing queue (every one but worker and enqueue) never create a
+file. Durations take a unit: 90s, 15m, 2h, 1d, 1w (or plain seconds). LABQUEUE_*
+environment variables stand in for some options (labqueue.environment). bench and
+chaos hand their arguments to the tools, imported only when asked for.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import os
@@ -32,21 +35,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import __version__, environment, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue, redact
+from .durations import duration
 from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
+from .health import judge
 from .pool import StopSignals, WorkerPool
-from .queue import STATES, JobQueue, JobRecord
+from .queue import STATES, JobQueue
 from .validate import DEFAULT_QUEUE, FINISHED_STATES
 from .worker import (
-    ForcedShutdown,
-    StopFlag,
     add_settings,
     configure_logging,
     loop_settings,
     positive_seconds,
     queue_settings,
-    run,
     seconds,
     settings_options,
     whole_number,
@@ -55,6 +58,7 @@ from .worker import (
 PROG = "labqueue"
 DEFAULT_LEASE = 30.0
 DEFAULT_WATCH = 2.0
+DEFAULT_METRICS_PORT = 9187
 TOOLS = {
     "bench": ("labqueue.bench.run", "the benchmark: labqueue against other Python queues", "bench"),
     "chaos": ("labqueue.chaos.supervisor", "the chaos run: workers killed and frozen at random", "notebooks"),
@@ -69,12 +73,20 @@ class UsageError(Exception):
 
 
 def worker(args: argparse.Namespace) -> int:
-    """Run a worker on the queue DB: claim jobs, run their handlers, record the outcome.
+    """Run workers on the queue DB. They claim jobs, run their handlers, record the outcome.
 
-    With --concurrency N, a supervisor runs N worker processes, restarts any that crashes,
-    and passes a warm stop to all of them on the first SIGTERM or Ctrl-C (each finishes
-    its current job); a second signal stops them at once. Without --idle-exit, workers
-    run until stopped."""
+    A supervisor runs --concurrency worker processes (default 1) and restarts any that
+    crashes; each job a crashed worker held gets "worker crashed (exit code N / signal S)
+    while running this job" in its last_error, and the supervisor's log names the jobs.
+    The first SIGTERM or Ctrl-C is a warm stop: each worker finishes its current job and
+    gives back the rest of its batch; a second signal, or --grace after the first, stops
+    them at once (a job cut short goes to another worker when its lease ends).
+
+    --handlers modules are imported with the current folder first on sys.path; with no
+    handler registered the worker refuses to start. A job of a kind no handler here
+    knows is given back with its attempt returned, hidden for 10 s, for a worker that
+    knows it: it is never dead-lettered for that. Without --idle-exit, workers run until
+    stopped."""
     worker_id = args.id if args.id is not None else f"{socket.gethostname()}:{os.getpid()}"
     if not worker_id or worker_id.startswith("-"):
         raise UsageError(f"argument --id: a worker id must not be empty or start with '-', got {worker_id!r}")
@@ -83,47 +95,33 @@ def worker(args: argparse.Namespace) -> int:
         raise UsageError(
             "--strict orders jobs by priority across --queues; weights (NAME:WEIGHT) only set turns"
         )
-    configure_logging(args.log_level, args.log_format)
-    for module in args.handlers:
-        try:
-            registry.load_module(module)
-        except ImportError as exc:
-            raise UsageError(f"argument --handlers: cannot import {module!r} ({exc})") from None
-    if args.concurrency == 1:
-        stop = StopFlag()
-        stop.install()
-        try:
-            run(
-                args.db,
-                worker_id,
-                args.lease,
-                args.idle_exit,
-                poll=args.poll,
-                stop=stop,
-                **queue_settings(args),
-                **loop,
-            )
-        except ForcedShutdown:
-            return 1
-        return 0
+    configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    args.handlers = args.handlers or environment.handlers_from_env()
+    try:
+        registry.load_for_worker(args.handlers)
+    except ImportError as exc:
+        raise UsageError(f"argument --handlers: cannot import {exc.name!r} ({exc})") from None
     open_queue(args.db, lease_seconds=args.lease, **_given(queue_settings(args))).close()  # fail here, once
     options = settings_options(args)
     if args.idle_exit is None:
         options.append("--no-idle-exit")
+    single = args.concurrency == 1
     pool = WorkerPool(
         args.db,
         args.concurrency,
         lease_seconds=args.lease,
         idle_exit=args.idle_exit,
         options=options,
-        names=lambda n: f"{worker_id}/{n}",
+        # one worker keeps the name it was given; a restart, or one of several, gets /n
+        names=lambda n: worker_id if single and n == 0 else f"{worker_id}/{n}",
         quiet=False,
         new_session=True,
+        note_crashes=True,
     )
     signals = StopSignals()
     signals.install()
     try:
-        return pool.supervise(signals)
+        return pool.supervise(signals, grace=args.grace)
     finally:
         pool.kill_all()  # nothing is left running, whatever happened
 
@@ -136,8 +134,8 @@ def _given(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def enqueue(args: argparse.Namespace) -> int:
-    """Add a job of KIND with the JSON payload PAYLOAD_JSON to the queue DB, and print its id
-    (or 'duplicate' when a job with the --dedupe-key is already stored).
+    """Add a job to the queue DB. The job has KIND and the JSON payload PAYLOAD_JSON; its id
+    is printed (or 'duplicate' when a job with the --dedupe-key is already stored).
 
     A PAYLOAD_JSON of '-' reads one JSON payload per line from stdin and adds them all in
     one transaction (all or none), printing how many were added."""
@@ -193,9 +191,12 @@ def open_existing(location: str) -> Any:
 
 
 def stats(args: argparse.Namespace) -> int:
-    """Print what to watch on the queue DB: jobs queued, running, ready now, the age of the
+    """Print what to watch on the queue DB. Jobs queued, running, ready now, the age of the
     oldest ready job, and dead jobs; then the same per named queue (live jobs only).
-    --watch refreshes every few seconds until Ctrl-C."""
+    --watch refreshes every few seconds until Ctrl-C. --format json prints one JSON object
+    per reading, with "at" (seconds since the epoch) and "at_utc"; --format prometheus the
+    Prometheus text exposition (labqueue metrics serves it over HTTP)."""
+    output = "json" if args.json else args.format
     # Ctrl-C (or SIGTERM) only sets a flag that the loop reads between readings: an interrupt
     # raised inside SQLite's callbacks could be swallowed there and the watch would go on.
     stop = threading.Event()
@@ -204,18 +205,23 @@ def stats(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda signum, frame: stop.set())
     with open_existing(args.db) as q:
         while not stop.is_set():
-            numbers = q.stats()
-            per_queue = q.queue_stats()
-            if args.json:
-                print(json.dumps({**numbers, "queues": per_queue}), flush=True)
+            if output == "prometheus":
+                print(metrics.prometheus_text(metrics.read(q)), end="", flush=True)
             else:
-                if args.watch is not None:
-                    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
-                    now = time.strftime("%H:%M:%S")
-                    print(f"{clear}{args.db} at {now} (every {args.watch:g} s; Ctrl-C to stop)")
-                width = max(map(len, numbers))
-                lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
-                print("\n".join(lines + _queue_table(per_queue)), flush=True)
+                at = time.time()
+                numbers = q.stats()
+                per_queue = q.queue_stats()
+                if output == "json":
+                    stamp = {"at": round(at, 3), "at_utc": listing.iso_utc(at)}
+                    print(json.dumps({**stamp, **numbers, "queues": per_queue}), flush=True)
+                else:
+                    if args.watch is not None:
+                        clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
+                        every = f"every {args.watch:g} s; Ctrl-C to stop"
+                        print(f"{clear}{args.db} at {listing.utc(at)} UTC ({every})")
+                    width = max(map(len, numbers))
+                    lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
+                    print("\n".join(lines + _queue_table(per_queue)), flush=True)
             if args.watch is None or stop.wait(args.watch):
                 break
     return 0
@@ -235,82 +241,121 @@ def _queue_table(per_queue: dict[str, dict[str, float | int]]) -> list[str]:
     return lines
 
 
-JOB_COLUMNS = ("id", "kind", "queue", "state", "attempts", "worker", "last_error")
-
-
 def jobs(args: argparse.Namespace) -> int:
-    """List the jobs stored in the queue DB, oldest first, filtered by --state and --kind:
-    a table, or one JSON object per line with --json."""
+    """List the jobs stored in the queue DB, newest first. --oldest: oldest first;
+    filtered by --state, --kind and --queue: a table with when each was created and
+    finished (UTC), or with --json one JSON object per line, its payload as JSON.
+    'labqueue job DB ID' shows one job whole."""
     with open_existing(args.db) as q:
-        records = q.jobs(state=args.state or None, kind=args.kind, queue=args.queue, limit=args.limit)
+        read = q.jobs if args.oldest else q.latest_jobs
+        records = read(state=args.state or None, kind=args.kind, queue=args.queue, limit=args.limit)
     if args.json:
         for record in records:
-            print(json.dumps(dataclasses.asdict(record)))
-        return 0
-    rows = [JOB_COLUMNS, *(_job_row(r) for r in records)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(JOB_COLUMNS) - 1)]
-    for row in rows:
-        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip())
+            print(listing.as_json(record))
+    else:
+        print("\n".join(listing.table(records)))
     return 0
 
 
-def _job_row(r: JobRecord) -> tuple[str, ...]:
-    error = (r.last_error or "").replace("\n", " ")
-    return (
-        str(r.id),
-        r.kind,
-        r.queue,
-        r.state,
-        f"{r.attempts}/{r.max_attempts}",
-        r.worker or "",
-        error if len(error) <= 60 else error[:59] + "…",
-    )
+def job(args: argparse.Namespace) -> int:
+    """Show one job of the queue DB whole. Every field, times in UTC, the payload as
+    indented JSON and the last error in full (--json: one JSON object). An unknown id
+    is an error (exit code 1)."""
+    with open_existing(args.db) as q:
+        record = q.job(args.id)
+    if record is None:
+        raise JobNotFound(f"no job has id {args.id} (it never existed, or a purge removed it)")
+    print(listing.as_json(record) if args.json else "\n".join(listing.whole(record)))
+    return 0
+
+
+def _check_selection(args: argparse.Namespace) -> None:
+    """A bulk command names its jobs by ID, or selects them with --queue/--kind/--all: one
+    of the two, before the queue is opened."""
+    filters = args.queue is not None or args.kind is not None
+    if args.ids and (filters or args.all):
+        raise UsageError("name jobs by ID or select them with --queue/--kind/--all, not both")
+    if not (args.ids or filters or args.all):
+        raise UsageError("say which jobs: their IDs, --queue NAME and/or --kind KIND, or --all")
+
+
+def _selected(args: argparse.Namespace, q: Any, states: Sequence[str]) -> list[int] | None:
+    """The ids a bulk command acts on when none were named: the jobs in `states` that
+    --queue/--kind/--all select (None when IDs were named: the caller reports on each)."""
+    if args.ids:
+        return None
+    return [r.id for r in q.jobs(state=list(states), kind=args.kind, queue=args.queue)]
 
 
 def requeue_dead(args: argparse.Namespace) -> int:
-    """Put dead jobs in the queue DB back in the queue with their attempts reset: the ones
-    with the given IDs, or every dead job. Prints the ids requeued, one per line."""
+    """Put dead jobs of the queue DB back in the queue. Their attempts are reset; the
+    ones with the given IDs, those of --queue and/or --kind, or --all. Prints the ids
+    requeued, one per line. A named job that was not requeued (not dead, or no such
+    job) gets a line on stderr and the exit code is 1, as for cancel."""
+    _check_selection(args)
     with open_existing(args.db) as q:
-        done = q.requeue_dead(args.ids or None)
+        selected = _selected(args, q, ["dead"])
+        done = q.requeue_dead(args.ids if selected is None else selected)
+        missed = sorted(set(args.ids) - set(done))
+        for job_id in missed:
+            record = q.job(job_id)
+            why = "no job has this id" if record is None else f"it is {record.state}, not dead"
+            print(f"{PROG} requeue-dead: job {job_id} not requeued: {why}", file=sys.stderr)
     for job_id in done:
         print(job_id)
-    missed = sorted(set(args.ids) - set(done))
-    if missed:
-        print(f"not dead, so not requeued: {' '.join(map(str, missed))}", file=sys.stderr)
-    return 0
+    if selected is not None and not done:
+        print("no dead job matched: nothing was requeued", file=sys.stderr)
+    return 1 if missed else 0
 
 
 def cancel(args: argparse.Namespace) -> int:
-    """Cancel the jobs with the given IDs in the queue DB. A queued job will never run; a
-    running job's worker is refused at its next heartbeat or report, and its effect never
-    commits. Prints each id and the state it was cancelled in. A finished or unknown job
-    is reported on stderr and left as it was (exit code 1)."""
+    """Cancel jobs of the queue DB. The ones with the given IDs, or the queued and
+    running jobs of --queue and/or --kind, or --all of them. A queued job will never
+    run; a running job's worker is refused at its next heartbeat or report, and its
+    effect never commits. Prints each id and the state it was cancelled in. A named job
+    that is finished or unknown gets a line on stderr and is left as it was (exit
+    code 1, as for requeue-dead)."""
+    _check_selection(args)
     failed = False
     with open_existing(args.db) as q:
-        for job in args.ids:
+        selected = _selected(args, q, ["queued", "running"])
+        for job_id in args.ids if selected is None else selected:
             try:
-                print(f"{job} cancelled (was {q.cancel(job)})")
+                print(f"{job_id} cancelled (was {q.cancel(job_id)})")
             except (CannotCancel, JobNotFound) as exc:
                 print(f"{PROG} cancel: {exc}", file=sys.stderr)
-                failed = True
+                failed = failed or selected is None  # a job selected by filter may just have finished
+        if selected == []:
+            print("no queued or running job matched: nothing was cancelled", file=sys.stderr)
     return 1 if failed else 0
 
 
 def purge(args: argparse.Namespace) -> int:
-    """Remove finished jobs from the queue DB that finished more than --older-than seconds
-    ago: done jobs, and dead or cancelled ones only when named with --state. Each batch of
-    rows is a short transaction of its own, so workers carry on meanwhile. --reclaim then
-    hands the freed pages back to the file system (files made by labqueue; --vacuum rebuilds
-    an older file once so that it can, and needs the queue quiet)."""
+    """Remove old finished jobs from the queue DB. Those that finished more than
+    --older-than ago (90s, 15m, 2h, 1d, 1w or seconds): done jobs, and dead or cancelled ones only when
+    named with --state. Each batch of rows is a short transaction of its own, so workers
+    carry on meanwhile. The newest row is always kept, so that ids are never handed out
+    twice; purge says so when it kept one. --reclaim then hands the freed pages back to
+    the file system (files made by labqueue; --vacuum rebuilds an older file once so
+    that it can, and needs the queue quiet)."""
+    states = args.state or ["done"]
     with open_existing(args.db) as q:
-        result = q.purge(
-            args.older_than, states=args.state or ("done",), batch=args.batch, archive=args.archive
-        )
+        result = q.purge(args.older_than, states=states, batch=args.batch, archive=args.archive)
         kept = " (archived in jobs_archive)" if args.archive else ""
         print(
             f"removed {result.removed} job(s){kept} in {result.batches} transaction(s), "
             f"the longest {result.longest_hold_s * 1000:.1f} ms"
         )
+        newest = q.latest_jobs(limit=1)
+        cut = _queue_now(q) - args.older_than
+        last = newest[0] if newest else None
+        if (
+            last is not None
+            and last.state in states
+            and last.finished_at is not None
+            and last.finished_at <= cut
+        ):
+            print(f"kept the newest row, id {newest[0].id}, so ids are never reused")
         if args.vacuum:
             q.vacuum()
             print("vacuumed: the file was rebuilt")
@@ -319,6 +364,49 @@ def purge(args: argparse.Namespace) -> int:
             space = q.space()
             pages, size = space["page_count"], space["page_size"]
             print(f"freed {freed} page(s); the file has {pages} pages of {size} bytes")
+    return 0
+
+
+def _queue_now(q: Any) -> float:
+    """The queue's own clock: the file's reader's, or the PostgreSQL server's."""
+    return q.clock() if q.clock is not None else q.server_time()
+
+
+def health(args: argparse.Namespace) -> int:
+    """Check the queue DB's health, for a probe. A container HEALTHCHECK or a Kubernetes
+    exec probe gets exit code 0 and "healthy: ..." when it opens, answers and every threshold given
+    holds; exit code 1 and "unhealthy: <why>" otherwise, a missing or unreadable queue
+    included. --max-oldest-ready: the longest a ready job may wait (workers are down or
+    too few); --max-dead: the most dead jobs allowed."""
+    try:
+        with open_existing(args.db) as q:
+            verdict = judge(q.stats(), max_oldest_ready=args.max_oldest_ready, max_dead=args.max_dead)
+    except (UsageError, LabqueueError, sqlite3.Error) as exc:
+        print(f"unhealthy: cannot read the queue: {exc}")
+        return 1
+    print(verdict.line)
+    return 0 if verdict.healthy else 1
+
+
+def metrics_server(args: argparse.Namespace) -> int:
+    """Serve the queue DB's metrics over HTTP for Prometheus. At /metrics, in the
+    text exposition format ('stats --format prometheus' prints the same): live jobs per
+    queue and state, ready jobs, the oldest ready job's age, dead jobs, and jobs
+    finished in the last minute. Each scrape opens the queue, reads it and closes it.
+    Listens on 127.0.0.1 unless --host says otherwise; runs until SIGTERM or Ctrl-C."""
+    open_existing(args.db).close()  # a missing queue is a usage error now, not a 503 later
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+
+    def ready(server: Any) -> None:
+        host, port = server.server_address[:2]
+        print(f"serving metrics of {args.db} at http://{host}:{port}/metrics", flush=True)
+
+    try:
+        metrics.serve(lambda: open_existing(args.db), args.host, args.port, ready=ready, stop=stop)
+    except OSError as exc:
+        raise LabqueueError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     return 0
 
 
@@ -382,11 +470,17 @@ def max_attempts(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0],
+        epilog=f"'{PROG} COMMAND --help' documents each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(fn: Callable[[argparse.Namespace], int], name: str | None = None) -> argparse.ArgumentParser:
+    def command(
+        fn: Callable[[argparse.Namespace], int], name: str | None = None, *, db_from_env: bool = False
+    ) -> argparse.ArgumentParser:
         doc = fn.__doc__ or ""
         sub = commands.add_parser(
             name or fn.__name__,
@@ -395,37 +489,59 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sub.set_defaults(run=fn, parser=sub)
-        sub.add_argument("db", metavar="DB", help="the queue's SQLite file, or a postgresql:// URL")
+        if db_from_env:  # the only positional argument, so it may come from LABQUEUE_DB
+            sub.add_argument(
+                "db",
+                metavar="DB",
+                nargs="?",
+                help=f"the queue's SQLite file, or a postgresql:// URL (default ${environment.DB_VARIABLE})",
+            )
+        else:
+            sub.add_argument("db", metavar="DB", help="the queue's SQLite file, or a postgresql:// URL")
         return sub
 
-    p = command(worker)
+    def selection(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--queue", type=queue_name, metavar="NAME", help=f"{what} of this named queue")
+        p.add_argument("--kind", type=kind, help=f"{what} of this kind")
+        p.add_argument("--all", action="store_true", help=f"every one of the {what}")
+
+    p = command(worker, db_from_env=True)
     p.add_argument("--id", help="this worker's name, stored on the jobs it claims (default HOST:PID)")
     p.add_argument(
         "--lease",
         type=positive_seconds,
         default=DEFAULT_LEASE,
-        metavar="SECONDS",
-        help=f"how long each claim holds a job before another worker may take it (default {DEFAULT_LEASE:g})",
+        metavar="DURATION",
+        help="how long each claim holds a job before another worker may take it "
+        f"(default {DEFAULT_LEASE:g} s)",
     )
     p.add_argument(
         "--idle-exit",
         type=seconds,
-        metavar="SECONDS",
-        help="leave after this many seconds with nothing to do (default: run until stopped)",
+        metavar="DURATION",
+        help="leave after this long with nothing to do (default: run until stopped)",
     )
     p.add_argument(
         "--concurrency",
         type=concurrency,
         default=1,
         metavar="N",
-        help="run N supervised worker processes (default 1: this process is the worker)",
+        help="run N supervised worker processes (default 1)",
+    )
+    p.add_argument(
+        "--grace",
+        type=duration,
+        metavar="DURATION",
+        help="after a warm stop was asked for, stop the workers at once after this long "
+        "(default: wait for the current jobs, or a second signal)",
     )
     add_settings(p)
+    environment.worker_defaults(p)
 
     p = command(enqueue)
     p.add_argument("kind", type=kind, metavar="KIND", help="the job's kind, as registered with @handler")
     p.add_argument("payload", metavar="PAYLOAD_JSON", help="the payload as JSON; '-': JSON lines on stdin")
-    p.add_argument("--delay", type=seconds, default=0.0, metavar="SECONDS", help="ready after this long")
+    p.add_argument("--delay", type=seconds, default=0.0, metavar="DURATION", help="ready after this long")
     p.add_argument(
         "--max-attempts", type=max_attempts, metavar="N", help="attempts before it is dead (default 5)"
     )
@@ -433,37 +549,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=priority, default=0, metavar="N", help="higher runs first (default 0)")
     p.add_argument("--queue", type=queue_name, default=DEFAULT_QUEUE, metavar="NAME", help="the named queue")
 
-    p = command(stats)
-    p.add_argument("--json", action="store_true", help="one JSON object (per refresh)")
+    p = command(stats, db_from_env=True)
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "prometheus"),
+        default="table",
+        help="a table (default), one JSON object per reading, or Prometheus text",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--watch",
         type=positive_seconds,
         nargs="?",
         const=DEFAULT_WATCH,
-        metavar="SECONDS",
-        help=f"refresh every SECONDS (default {DEFAULT_WATCH:g}) until Ctrl-C",
+        metavar="DURATION",
+        help=f"refresh every DURATION (default {DEFAULT_WATCH:g} s) until Ctrl-C",
     )
 
-    p = command(jobs)
+    p = command(jobs, db_from_env=True)
     p.add_argument("--state", action="append", choices=STATES, help="only jobs in this state (repeatable)")
     p.add_argument("--kind", type=kind, help="only jobs of this kind")
     p.add_argument("--queue", type=queue_name, metavar="NAME", help="only jobs of this named queue")
     p.add_argument("--limit", type=count, metavar="N", help="at most N jobs (default: all)")
+    p.add_argument("--oldest", action="store_true", help="oldest first (default: newest first)")
     p.add_argument("--json", action="store_true", help="one JSON object per job and line")
 
+    p = command(job)
+    p.add_argument("id", type=job_id, metavar="ID", help="the job's id")
+    p.add_argument("--json", action="store_true", help="one JSON object, its payload as JSON")
+
     p = command(requeue_dead, "requeue-dead")
-    p.add_argument("ids", nargs="*", type=job_id, metavar="ID", help="only these dead jobs (default: all)")
+    p.add_argument("ids", nargs="*", type=job_id, metavar="ID", help="these dead jobs")
+    selection(p, "dead jobs")
 
     p = command(cancel)
-    p.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="the jobs to cancel")
+    p.add_argument("ids", nargs="*", type=job_id, metavar="ID", help="the jobs to cancel")
+    selection(p, "queued and running jobs")
 
-    p = command(purge)
+    p = command(purge, db_from_env=True)
     p.add_argument(
         "--older-than",
         type=seconds,
         required=True,
-        metavar="SECONDS",
-        help="remove jobs that finished at least this long ago",
+        metavar="DURATION",
+        help="remove jobs that finished at least this long ago (90s, 15m, 2h, 1d, 1w or seconds)",
     )
     p.add_argument(
         "--state",
@@ -476,6 +605,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reclaim", action="store_true", help="then give freed pages back to the file system")
     p.add_argument("--vacuum", action="store_true", help="then rebuild the file (VACUUM): quiet queues only")
 
+    p = command(health, db_from_env=True)
+    p.add_argument(
+        "--max-oldest-ready",
+        type=duration,
+        metavar="DURATION",
+        help="unhealthy when the oldest ready job has waited longer (e.g. 5m)",
+    )
+    p.add_argument("--max-dead", type=count, metavar="N", help="unhealthy with more dead jobs than this")
+
+    p = command(metrics_server, "metrics", db_from_env=True)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--port",
+        type=port,
+        default=DEFAULT_METRICS_PORT,
+        help=f"the port (default {DEFAULT_METRICS_PORT}; 0: any free one)",
+    )
+
     for name, (_, help_text, _) in TOOLS.items():
         commands.add_parser(
             name,
@@ -485,13 +632,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("labqueue")
-    except PackageNotFoundError:
-        return "(not installed)"
+def port(text: str) -> int:
+    value = whole_number(text, low=0, noun="a port number")
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {text!r}")
+    return value
 
 
 def _is_database_error(exc: BaseException) -> bool:
@@ -506,8 +651,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
         return tool(argv[0], argv[1:])
-    parser = build_parser()
+    try:
+        parser = build_parser()  # LABQUEUE_* variables are read here
+    except InvalidArgument as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
+    if args.db is None:
+        args.db = environment.db_from_env()
+        if args.db is None:
+            args.parser.error(f"the following arguments are required: DB (or set {environment.DB_VARIABLE})")
     try:
         return args.run(args)
     except (UsageError, InvalidArgument) as exc:  # a bad argument, found by us or by the queue

@@ -163,6 +163,9 @@ class Driver(Protocol):
     def fail(self, params: dict[str, Any]) -> str | None: ...  # (tx)
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None: ...  # (tx)
     def release(self, job: Job, now: float | None) -> bool: ...  # (tx)
+    def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool: ...  # (tx)
+    def note_crash(self, worker: str, message: str) -> list[int]: ...  # (tx)
+    def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]: ...
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None: ...  # (tx)
     def cancel(self, job_id: int, now: float | None) -> None: ...  # (tx)
     def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]: ...  # (tx)
@@ -750,6 +753,30 @@ class Queue:
             now = self._now()
             return sum(self._d.release(job, now) for job in jobs)
 
+    def put_back(self, jobs: Sequence[Job], delay: float, note: str) -> int:
+        """Give back claimed jobs this worker cannot run (no handler for their kind):
+        queued again with the claim's attempt returned, hidden for `delay` seconds so no
+        worker claims them in a tight loop, and `note` in last_error saying why. Fenced
+        like release(). Returns how many were still ours."""
+        for job in jobs:
+            check_job(job)
+        delay = validate.positive("delay", delay, allow_zero=True)
+        note = stored_error(validate.text("note", note))
+        if not jobs:
+            return 0
+        with self._tx():
+            now = self._now()
+            return sum(self._d.put_back(job, now, delay, note) for job in jobs)
+
+    def note_crash(self, worker: str, message: str) -> list[int]:
+        """Write `message` into last_error of every job still running under `worker`'s
+        name (a supervisor's note that the process died holding them), and return their
+        ids. Leases are untouched: each job goes to another worker when its lease ends."""
+        validate.text("worker", worker)
+        message = stored_error(validate.text("message", message))
+        with self._tx():
+            return sorted(self._d.note_crash(worker, message))
+
     # -- operating --------------------------------------------------------------
 
     def cancel(self, job_id: int) -> str:
@@ -900,13 +927,42 @@ class Queue:
     ) -> list[JobRecord]:
         """Stored rows in id order, filtered by state (one or several), kind and queue.
         Reads the whole table when unfiltered: for people and tests, not the hot path."""
+        return self._jobs(state, kind, limit, queue, newest=False)
+
+    def _jobs(
+        self, state: object, kind: object, limit: object, queue: object, *, newest: bool
+    ) -> list[JobRecord]:
         params = {
-            "states": validate.states(state),
+            "states": validate.states(state),  # type: ignore[arg-type]
             "kind": None if kind is None else validate.kind(kind),
             "queue": None if queue is None else validate.queue_name(queue),
             "limit": None if limit is None else validate.read_limit(limit),
+            "newest": newest,
         }
         return self._read(lambda: self._d.jobs(params))
+
+    def latest_jobs(
+        self,
+        *,
+        state: str | Iterable[str] | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        queue: str | None = None,
+    ) -> list[JobRecord]:
+        """jobs(), newest first: the last `limit` rows matching the filters (what an operator
+        wants to see first on a bad day)."""
+        return self._jobs(state, kind, limit, queue, newest=True)
+
+    def finished_within(self, seconds: float) -> dict[str, dict[str, int]]:
+        """How many jobs finished in the last `seconds` by the queue's clock, per named
+        queue and final state (done, dead, cancelled): a metrics scrape's throughput.
+        There is no index on finished_at, so this reads the table once: for a scrape, not
+        the hot path."""
+        seconds = validate.positive("seconds", seconds)
+        found: dict[str, dict[str, int]] = {}
+        for name, state, n in self._read(lambda: self._d.finished_within(self._now(), seconds)):
+            found.setdefault(name, {})[state] = n
+        return found
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state (every state listed, zeros included). Counts

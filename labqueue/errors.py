@@ -63,6 +63,11 @@ class EffectEndedTransaction(LabqueueError):
     completion and the effect's writes were rolled back together."""
 
 
+class NoHandlers(LabqueueError):
+    """A worker was asked to start with no handler registered: it would claim jobs it
+    cannot run. Nothing was claimed."""
+
+
 class UnknownJobKind(LabqueueError):
     """No handler is registered for a job's kind."""
 

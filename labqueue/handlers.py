@@ -14,9 +14,12 @@ same transaction as the completion.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from .errors import NoHandlers
 from .queue import Effect, Job, JobQueue
 
 Handler = Callable[[Job, JobQueue], "Effect | None"]
@@ -44,3 +47,22 @@ def load_module(name: str) -> list[str]:
     if isinstance(extra, dict) and extra is not HANDLERS:
         HANDLERS.update(extra)
     return sorted(k for k, fn in HANDLERS.items() if before.get(k) is not fn)
+
+
+def load_for_worker(modules: Sequence[str], *, folder: str | None = None) -> list[str]:
+    """What a worker does before it claims anything: put `folder` (the current folder)
+    first on sys.path, as rq and huey's consumer do, so ``--handlers myapp.jobs`` finds
+    the application it was started beside; import the modules; and refuse to go on with
+    no handler registered (NoHandlers). Returns every registered kind, sorted."""
+    folder = os.getcwd() if folder is None else folder
+    if sys.path[:1] != [folder]:
+        sys.path.insert(0, folder)
+    for name in modules:
+        load_module(name)
+    if not HANDLERS:
+        named = f"{', '.join(modules)} registered none" if modules else "no --handlers module was named"
+        raise NoHandlers(
+            f"no job handlers are registered ({named}): name the module that registers your "
+            "kinds with @labqueue.handler, e.g. --handlers myapp.jobs; nothing was claimed"
+        )
+    return sorted(HANDLERS)

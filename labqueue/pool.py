@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from .attribution import note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command
 
@@ -139,7 +140,9 @@ class WorkerPool:
     `command(name)`, if given, replaces the worker command line altogether, for a lab
     that runs a worker program of its own. `quiet` sends the workers' output to
     /dev/null; `new_session` starts each in a session of its own, so a Ctrl-C in the
-    terminal reaches only the process that supervises them, which passes it on."""
+    terminal reaches only the process that supervises them, which passes it on.
+    `note_crashes` writes, into each job a crashed worker still held, that it crashed
+    and how (labqueue.attribution), and names those jobs in the log."""
 
     def __init__(
         self,
@@ -156,6 +159,7 @@ class WorkerPool:
         quiet: bool = True,
         new_session: bool = False,
         popen_options: Mapping[str, Any] | None = None,
+        note_crashes: bool = False,
     ) -> None:
         if path is None and command is None:
             raise InvalidArgument("a WorkerPool needs the queue's path (or a command of its own)")
@@ -171,6 +175,8 @@ class WorkerPool:
         self.quiet = quiet
         self.new_session = new_session
         self.popen_options = dict(popen_options or {})
+        self.note_crashes = note_crashes
+        self.crashed_jobs: dict[str, list[int]] = {}  # worker name: the jobs it held when it crashed
         self.slots: list[Worker | None] = [None] * self.size
         self.ended: list[Worker] = []  # every worker that has ended, oldest first
         self.started = 0  # processes started so far
@@ -234,21 +240,25 @@ class WorkerPool:
                 quick = (w.ended or time.time()) - w.started < STABLE_AFTER
                 self.quick_crashes[w.slot] = self.quick_crashes[w.slot] + 1 if quick else 0
                 delay = restart_delay(self.quick_crashes[w.slot])
+                held = self._note_crash(w)
+                holding = f" while running job(s) {', '.join(map(str, held))}" if held else ""
                 if delay == 0:
                     fresh = self._restart(w.slot)
                     log.warning(
-                        "worker %s crashed (%s); restarted as %s (pid %d)",
+                        "worker %s crashed (%s)%s; restarted as %s (pid %d)",
                         w.name,
                         exit_reason(w.returncode),
+                        holding,
                         fresh.name,
                         fresh.pid,
                     )
                 else:
                     self.restart_at[w.slot] = time.monotonic() + delay
                     log.warning(
-                        "worker %s crashed (%s), %d quick crash(es) in a row in its slot; restart in %.1f s",
+                        "worker %s crashed (%s)%s, %d quick crash(es) in a row in its slot; restart in %.1fs",
                         w.name,
                         exit_reason(w.returncode),
+                        holding,
                         self.quick_crashes[w.slot],
                         delay,
                     )
@@ -262,6 +272,15 @@ class WorkerPool:
     def _restart(self, slot: int) -> Worker:
         self.restarts += 1
         return self._start(slot)
+
+    def _note_crash(self, w: Worker) -> list[int]:
+        """The jobs a crashed worker still held, each noted with how it crashed."""
+        if not self.note_crashes or self.path is None:
+            return []
+        held = note_crash(self.path, w.name, w.returncode)
+        if held:
+            self.crashed_jobs[w.name] = held
+        return held
 
     def _start(self, slot: int) -> Worker:
         name = self.names(self.started)

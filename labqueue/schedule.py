@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import validate
+from .durations import parse_duration
 from .errors import InvalidArgument
 from .queue import period_start
 
@@ -97,15 +98,12 @@ class Scheduler:
 
 
 def parse_every(text: str) -> Every:
-    """`--every report=60`: a kind and its period in seconds."""
+    """`--every report=60` (or report=1h): a kind and its period, a duration above zero."""
     kind, equals, seconds = text.partition("=")
     if not equals or not kind:
-        raise InvalidArgument(f"--every needs KIND=SECONDS, got {text!r}")
-    problem = f"--every {kind}: the period must be a finite number of seconds above zero, got {seconds!r}"
+        raise InvalidArgument(f"--every needs KIND=DURATION, got {text!r}")
     try:
-        period = float(seconds)
-    except ValueError:
-        raise InvalidArgument(problem) from None
-    if not math.isfinite(period) or period <= 0:
-        raise InvalidArgument(problem)
+        period = parse_duration(seconds, allow_zero=False)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--every {kind}: the period: {exc}") from None
     return Every(kind, period)

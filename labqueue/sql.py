@@ -513,3 +513,43 @@ RETURNING queue
 """
 RESUME = "DELETE FROM queue_pauses WHERE queue = :queue RETURNING queue"
 PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
+
+
+# -- operating a fleet (issue 23) ----------------------------------------------------
+# A job whose kind this worker has no handler for: given back with its attempt returned,
+# hidden for :delay seconds (so no worker spins on it), and a note of why in last_error.
+# Fenced like RELEASE: only a row this claim still holds.
+PUT_BACK = f"""
+UPDATE jobs
+   SET state = 'queued', attempts = attempts - 1, visible_at = :now + :delay,
+       lease_token = NULL, worker = NULL, last_error = substr(:note, 1, {MAX_ERROR_CHARS})
+ WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+# A supervisor's note on the jobs a crashed worker held: only rows still running under
+# that worker's name (a job another worker has taken over since is left alone). The
+# lease is untouched: the job goes to another worker when it ends, as before.
+NOTE_CRASH = f"""
+UPDATE jobs
+   SET last_error = substr(:message, 1, {MAX_ERROR_CHARS})
+ WHERE state IN ('queued', 'running') AND state = 'running' AND worker = :worker
+RETURNING id
+"""
+
+# Jobs that finished in the last :window seconds, per queue and final state (metrics'
+# throughput). There is no index on finished_at: this reads the table once.
+FINISHED_WITHIN = """
+SELECT queue, state, COUNT(*) AS n FROM jobs
+ WHERE finished_at >= :now - :window
+ GROUP BY queue, state
+"""
+
+# JOBS newest first (an operator's `labqueue jobs`: what just happened).
+LATEST_JOBS = """
+SELECT * FROM jobs
+ WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+   AND (:kind IS NULL OR kind = :kind)
+   AND (:queue IS NULL OR queue = :queue)
+ ORDER BY id DESC
+ LIMIT :limit
+"""

@@ -7,14 +7,18 @@ It leaves by itself after IDLE_EXIT seconds with nothing to do (never, with
 a supervised pool of them with --concurrency N (labqueue.pool). The first
 SIGTERM or SIGINT lets the current job finish and then exits (a warm stop); a
 second one exits at once, and the job's lease hands it to another worker.
+
+A worker refuses to start with no handlers registered (a plain worker would only
+claim jobs it cannot run). A job of a kind it has no handler for is given back, its
+attempt returned, hidden for a while (labqueue.unknown_kinds): it waits for a worker
+that knows the kind and is never dead-lettered for it. The current folder comes first
+on sys.path, so ``--handlers myapp.jobs`` imports from where the worker was started.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import math
 import signal
 import sys
 import time
@@ -23,14 +27,17 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
-from . import validate
+from . import joblog, validate
 from .backends import open_queue
 from .core import DATABASE_FAILURES
-from .errors import InvalidArgument, LabqueueError, UnknownJobKind
+from .durations import parse_duration
+from .errors import InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
+from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 from .reconnect import Reconnector
 from .schedule import Every, Scheduler, parse_every
+from .unknown_kinds import give_back_unknown
 from .wakeup import SAFETY_POLL
 
 DEFAULT_IDLE_EXIT = 2.0
@@ -42,7 +49,6 @@ DEFAULT_BATCH = 10
 # commits what has finished whenever this much time has passed since its last commit,
 # so slow jobs are reported about as soon as they finish and only fast ones are grouped.
 DEFAULT_COMMIT_INTERVAL = 0.05
-LOG_FORMATS = ("text", "json")
 # With --purge-after, how often a worker purges (each worker of a pool does; a purge that
 # finds nothing costs one read).
 DEFAULT_PURGE_EVERY = 60.0
@@ -156,13 +162,16 @@ def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
         error_text(exc),
         _OUTCOME_WORDS[outcome],
         exc_info=exc,
+        extra=job_fields(job, worker=None, queue=queue_of(q, job.id)),
     )
     return outcome
 
 
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
     """Run one job's handler and say what it came to, without reporting it yet: the
-    effect it returned, or the failure (an unknown kind is final: no retry can fix it)."""
+    effect it returned, or the failure. The worker loop gives back jobs of kinds it has
+    no handler for before they get here (labqueue.unknown_kinds); called on its own with
+    such a job, it reports a final failure."""
     fn = handlers.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
@@ -173,16 +182,37 @@ def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler])
         return Finished(job, error=error_text(exc), exception=exc)
 
 
-def _log_outcome(report: Finished, outcome: str) -> None:
-    """A failure with its outcome (and traceback), or a result discarded for a lost lease."""
+def _log_outcome(
+    q: JobQueue,
+    report: Finished,
+    outcome: str,
+    *,
+    worker: str | None = None,
+    timing: tuple[float, float] | None = None,
+) -> None:
+    """A failure with its outcome (and traceback), a result discarded for a lost lease,
+    or a success (at joblog.success_level). `timing` is (when the handler ended, how
+    long it ran): the line carries both, not the moment the batch was reported."""
     job = report.job
-    if outcome == "cancelled":
-        log.info("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["cancelled"])
-    elif outcome == "lost":
-        log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
-    elif report.error is not None or outcome != "done":
+    if outcome == "done" and report.error is None:
+        level = joblog.success_level
+    elif outcome == "cancelled":
+        level = logging.INFO
+    elif outcome == "queued" or outcome == "lost":
+        level = logging.WARNING
+    else:
+        level = logging.ERROR
+    if not log.isEnabledFor(level):
+        return
+    at, took = timing if timing is not None else (None, None)
+    extra = job_fields(job, worker=worker, queue=queue_of(q, job.id), duration_s=took, at=at)
+    if outcome == "done" and report.error is None:
+        log.log(level, "job %d (%s) done on attempt %d", job.id, job.kind, job.attempts, extra=extra)
+    elif outcome in ("cancelled", "lost"):
+        log.log(level, "job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS[outcome], extra=extra)
+    else:
         log.log(
-            logging.WARNING if outcome == "queued" else logging.ERROR,
+            level,
             "job %d (%s) failed on attempt %d of %d: %s; %s",
             job.id,
             job.kind,
@@ -191,6 +221,7 @@ def _log_outcome(report: Finished, outcome: str) -> None:
             report.error or "its effect raised",
             _OUTCOME_WORDS[outcome],
             exc_info=report.exception,
+            extra=extra,
         )
 
 
@@ -220,6 +251,7 @@ def work_batch(
     commit_interval: float = DEFAULT_COMMIT_INTERVAL,
     monotonic: Callable[[], float] = time.monotonic,
     call: Callable[..., Any] = lambda action, *args, **kwargs: action(*args, **kwargs),
+    worker: str | None = None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -233,7 +265,8 @@ def work_batch(
     database call goes through `call` (the worker's Reconnector.call: after a lost
     connection it reconnects and repeats the call, which the fences make safe)."""
     finished: list[Finished] = []
-    pending = list(batch)
+    pending = call(give_back_unknown, q, batch, handlers, worker=worker)  # kinds this worker cannot run
+    timings: dict[int, tuple[float, float]] = {}  # job id: (when it ended, how long it ran)
     last_commit = monotonic()
     ran = 0
     queue_now = call(_batch_clock, q, monotonic)
@@ -245,7 +278,7 @@ def work_batch(
             q.settle, finished, claim_for=worker, limit=size, queues=scope[0] if scope else None
         )
         for done, outcome in zip(finished, outcomes, strict=True):
-            _log_outcome(done, outcome)
+            _log_outcome(q, done, outcome, worker=worker, timing=timings.pop(done.job.id, None))
         finished, last_commit = [], monotonic()
         return nxt
 
@@ -259,7 +292,9 @@ def work_batch(
             pending = call(q.extend, pending)
             queue_now = call(_batch_clock, q, monotonic)
             continue
-        finished.append(run_handler(q, pending.pop(0), handlers))
+        job, began = pending.pop(0), monotonic()
+        finished.append(run_handler(q, job, handlers))
+        timings[job.id] = (time.time(), monotonic() - began)
         ran += 1
         if pending and monotonic() - last_commit >= commit_interval:
             report()
@@ -423,7 +458,14 @@ def run(
                         continue
                     give_up_at = None
                 ran, jobs = work_batch(
-                    q, jobs, table, claim_for=claim_for, stop=stop, commit_interval=commit_interval, call=call
+                    q,
+                    jobs,
+                    table,
+                    claim_for=claim_for,
+                    stop=stop,
+                    commit_interval=commit_interval,
+                    worker=worker_id,
+                    call=call,
                 )
                 handled += ran
     except ForcedShutdown:
@@ -443,15 +485,12 @@ def run(
 
 
 def seconds(text: str, *, allow_zero: bool = True) -> float:
-    """A finite number of seconds, zero or more (or, without allow_zero, more than zero)."""
-    need = "zero or more" if allow_zero else "above zero"
+    """A finite duration, zero or more (or, without allow_zero, more than zero): plain
+    seconds or with a unit, 90s, 15m, 2h, 1d, 1w (labqueue.durations, one parser for all)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, {need}, got {text!r}")
-    return value
+        return parse_duration(text, allow_zero=allow_zero)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_seconds(text: str) -> float:
@@ -509,7 +548,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "--poll",
         type=positive_seconds,
         default=DEFAULT_POLL,
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"seconds between looks for work when idle (default {DEFAULT_POLL})",
     )
     parser.add_argument(
@@ -521,13 +560,13 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backoff-base",
         type=positive_seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
     )
     parser.add_argument(
         "--backoff-cap",
         type=positive_seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="the largest retry backoff ceiling (default 60)",
     )
     parser.add_argument(
@@ -548,7 +587,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "--commit-interval",
         type=seconds,
         default=DEFAULT_COMMIT_INTERVAL,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="within a batch, commit what has finished once this much time has passed "
         f"(default {DEFAULT_COMMIT_INTERVAL})",
     )
@@ -570,21 +609,21 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         type=every_option,
-        metavar="KIND=SECONDS",
+        metavar="KIND=DURATION",
         help="enqueue one KIND job per period of SECONDS, exactly once however many workers "
         "tick (repeatable; missed periods are skipped)",
     )
     parser.add_argument(
         "--purge-after",
         type=seconds,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="remove done jobs that finished this long ago, every --purge-every seconds (default: keep them)",
     )
     parser.add_argument(
         "--purge-every",
         type=positive_seconds,
         default=DEFAULT_PURGE_EVERY,
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
     )
     parser.add_argument(
@@ -613,6 +652,12 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         choices=LOG_FORMATS,
         help="text lines, or one JSON object per line (default text)",
     )
+    parser.add_argument(
+        "--log-success",
+        action="store_true",
+        help="log each job done at INFO (default: at DEBUG); every job line has job_id, kind, "
+        "queue, attempt, worker and duration_ms",
+    )
 
 
 def reconnect_limit(text: str) -> int:
@@ -633,7 +678,7 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         words += ["--handlers", module]
     for schedule in args.every:
         words += ["--every", schedule]
-    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake
+    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake + ["--log-success"] * args.log_success
     names = (
         "poll",
         "max_attempts",
@@ -680,32 +725,6 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per log record: time, level, logger, message, and the traceback if any."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": round(record.created, 3),
-            "level": record.levelname,
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
-    """Log records of this process to stderr, as text lines or JSON lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("db", help="the queue's SQLite file")
@@ -727,12 +746,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
-    configure_logging(args.log_level, args.log_format)
-    for module in args.handlers:
-        try:
-            registry.load_module(module)
-        except ImportError as exc:
-            parser.error(f"--handlers: cannot import {module!r} ({exc})")
+    configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    try:
+        registry.load_for_worker(args.handlers)
+    except ImportError as exc:
+        parser.error(f"--handlers: cannot import {exc.name!r} ({exc})")
+    except NoHandlers as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
     stop = StopFlag()
     stop.install()
     try:

@@ -4,6 +4,7 @@ the output, and what changed in the database."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import handler_module, labqueue, one_line_error, start, wait_for
+from cli_helpers import LogReader, handler_module, labqueue, one_line_error, start, wait_for
 
 from labqueue import JobQueue
 
@@ -149,37 +150,80 @@ def test_stats_watch_refreshes_until_interrupted(db):
         proc.communicate()
 
 
-def test_jobs_lists_with_filters_as_a_table_or_json(db):
+def test_jobs_lists_newest_first_with_times_and_filters_as_a_table_or_json(db):
     dead_jobs(db, 2)
     labqueue("enqueue", db, "other", '{"a": 1}')
     table = labqueue("jobs", db)
     assert table.returncode == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["id", "kind", "queue", "state", "attempts", "worker", "last_error"]
+    heads = "id kind queue state attempts created (UTC) finished (UTC) worker last_error"
+    assert lines[0].split() == heads.split()
     assert [line.split()[:4] for line in lines[1:]] == [
-        ["1", "x", "default", "dead"],
-        ["2", "x", "default", "dead"],
         ["3", "other", "default", "queued"],
+        ["2", "x", "default", "dead"],
+        ["1", "x", "default", "dead"],
     ]
-    assert "RuntimeError: no" in lines[1]
+    assert "RuntimeError: no" in lines[2]
+    assert re.search(r"\b20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\b", lines[2])  # created, in UTC
+    oldest = labqueue("jobs", db, "--oldest", "--limit", "1", "--json")
+    assert [json.loads(line)["id"] for line in oldest.stdout.splitlines()] == [1]
     dead = labqueue("jobs", db, "--state", "dead", "--json", "--limit", "1")
-    assert [json.loads(line)["id"] for line in dead.stdout.splitlines()] == [1]
+    assert [json.loads(line)["id"] for line in dead.stdout.splitlines()] == [2]
     by_kind = labqueue("jobs", db, "--kind", "other", "--json")
-    assert [json.loads(line)["state"] for line in by_kind.stdout.splitlines()] == ["queued"]
+    [other] = [json.loads(line) for line in by_kind.stdout.splitlines()]
+    assert (other["state"], other["payload"]) == ("queued", {"a": 1})  # the payload as JSON, not a string
 
 
-def test_requeue_dead_some_then_all(db):
+def test_job_shows_one_job_whole_and_an_unknown_id_is_an_error(db):
+    dead_jobs(db, 1)
+    shown = labqueue("job", db, "1")
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if line and not line.startswith(" ")]
+    fields = dict(line.split(":", 1) for line in lines)
+    assert fields["state"].strip() == "dead"
+    assert fields["last_error"].strip() == "RuntimeError: no"
+    assert " UTC (" in fields["created_at"]
+    assert '"n": 0' in shown.stdout  # the payload, indented JSON
+    assert json.loads(labqueue("job", db, "1", "--json").stdout)["payload"] == {"n": 0}
+    assert "no job has id 7" in one_line_error(labqueue("job", db, "7"), 1)
+
+
+def test_requeue_dead_by_id_by_filter_or_all_and_a_missed_id_fails(db):
     dead_jobs(db, 3)
     some = labqueue("requeue-dead", db, "2", "9")
-    assert some.returncode == 0 and some.stdout == "2\n"
-    assert "not dead, so not requeued: 9" in some.stderr
+    assert some.returncode == 1 and some.stdout == "2\n"
+    assert "job 9 not requeued: no job has this id" in some.stderr
+    again = labqueue("requeue-dead", db, "2")
+    assert again.returncode == 1 and "job 2 not requeued: it is queued, not dead" in again.stderr
     with JobQueue(db) as q:
         assert q.counts() == {"queued": 1, "running": 0, "done": 0, "dead": 2, "cancelled": 0}
         assert q.job(2).attempts == 0
-    rest = labqueue("requeue-dead", db)
+    assert labqueue("requeue-dead", db, "--kind", "other").stdout == ""  # nothing of that kind
+    rest = labqueue("requeue-dead", db, "--all")
     assert rest.returncode == 0 and rest.stdout.split() == ["1", "3"]
     with JobQueue(db) as q:
         assert q.counts()["queued"] == 3
+
+
+def test_requeue_dead_and_cancel_say_which_jobs_and_refuse_a_mix(db):
+    dead_jobs(db, 1)
+    for command in ("requeue-dead", "cancel"):
+        assert "say which jobs" in one_line_error(labqueue(command, db), 2)
+        assert "not both" in one_line_error(labqueue(command, db, "1", "--all"), 2)
+    with JobQueue(db) as q:
+        assert q.counts()["dead"] == 1
+
+
+def test_cancel_by_filter_cancels_only_the_live_jobs_selected(db):
+    with JobQueue(db) as q:
+        mail = [q.enqueue("email", {}, queue="mail") for _ in range(2)]
+        q.enqueue("report", {}, queue="reports")
+    done = labqueue("cancel", db, "--queue", "mail")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{i} cancelled (was queued)" for i in mail]
+    with JobQueue(db) as q:
+        assert [r.state for r in q.jobs()] == ["cancelled", "cancelled", "queued"]
+    assert labqueue("cancel", db, "1").returncode == 1  # a named job already finished
 
 
 # -- worker -----------------------------------------------------------------------------
@@ -204,7 +248,12 @@ def test_worker_drains_the_queue_and_logs_start_failures_and_stop_as_json(db, tm
     assert any(m.startswith("worker w1 started") for m in messages)
     [failure] = [r for r in records if "boom" in r["message"]]
     assert failure["level"] == "ERROR" and "RuntimeError: boom 2" in failure["exception"]
-    assert "stopped (idle for 0.2 s) after 2 job(s)" in messages[-1]
+    fields = {k: failure[k] for k in ("job_id", "kind", "queue", "attempt", "worker")}
+    assert fields == {"job_id": 2, "kind": "boom", "queue": "default", "attempt": 1, "worker": "w1"}
+    assert failure["duration_ms"] >= 0
+    assert not any("noop" in m for m in messages)  # a success is logged at DEBUG unless --log-success
+    assert any("stopped (idle for 0.2 s) after 2 job(s)" in m for m in messages)
+    assert messages[-1] == "all workers stopped (0 restart(s))"  # the supervisor's last word
 
 
 def test_worker_log_level_hides_the_routine(db, tmp_path):
@@ -240,14 +289,16 @@ def test_a_single_worker_stops_warm_on_sigterm_after_its_job(db, tmp_path):
     for _ in range(2):
         labqueue("enqueue", db, "gated", json.dumps({"folder": str(tmp_path)}))
     proc = start("worker", db, "--handlers", "cli_test_jobs", env=env)
+    reader = LogReader(proc)
     try:
         wait_for(lambda: (tmp_path / "started-1").exists())
         proc.send_signal(signal.SIGTERM)
+        reader.wait_for_line("warm stop: asked 1 worker(s)")  # the supervisor has passed it on
         (tmp_path / "release").touch()
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
-        _, log = proc.communicate()
+        log = reader.text()
     with JobQueue(db) as q:
         assert [r.state for r in q.jobs()] == ["done", "queued"]
     assert "stopped (warm stop) after 1 job(s)" in log
@@ -323,13 +374,15 @@ def test_read_commands_change_nothing_in_an_sqlite_file_that_is_not_a_queue(tmp_
         conn.execute("CREATE TABLE users (name TEXT)")
     conn.close()
     before = other.read_bytes()
-    for command in ("stats", "jobs", "requeue-dead"):
-        assert "no jobs table" in one_line_error(labqueue(command, other), 2)
+    for command in (("stats",), ("jobs",), ("requeue-dead", "--all")):
+        assert "no jobs table" in one_line_error(labqueue(command[0], other, *command[1:]), 2)
     assert other.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
-@pytest.mark.parametrize("command", [("stats",), ("jobs",), ("requeue-dead",), ("enqueue", "k", "{}")])
+@pytest.mark.parametrize(
+    "command", [("stats",), ("jobs",), ("requeue-dead", "--all"), ("enqueue", "k", "{}")]
+)
 def test_labqueues_own_errors_are_one_line_and_exit_1(command, tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database\n")

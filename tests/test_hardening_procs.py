@@ -84,15 +84,15 @@ def test_a_worker_id_that_looks_like_an_option_imports_nothing(tmp_path, site):
     path = tmp_path / "jobs.db"
     one_job(path)
     sneaky = f"--handlers={MARKER}"
-    proc = start_worker(path, sneaky, 30, idle_exit=0.2)
+    proc = start_worker(path, sneaky, 30, idle_exit=0.2, handlers=("labqueue.lab.demo_handlers",))
     try:
         assert proc.wait(timeout=60) == 0
     finally:
         kill_tree(proc)
     assert not site.exists(), "the worker imported the module its id named"
     row = the_row(path)
-    assert (row["state"], row["worker"]) == ("dead", sneaky)  # no handler for 't' in a plain worker
-    assert row["last_error"].startswith("UnknownJobKind")
+    assert (row["state"], row["worker"]) == ("queued", None)  # no handler for 't': given back
+    assert row["last_error"].startswith(f"no handler for kind 't' on worker {sneaky}")
 
 
 def test_a_path_that_begins_with_a_dash_is_a_path(tmp_path, site):

@@ -128,7 +128,7 @@ def test_a_worker_process_survives_bad_rows(tmp_path):
     JobQueue(path).close()
     for payload_sql, _ in BAD_ROWS.values():
         plant(path, payload_sql)
-    proc = start_worker(path, "w1", 30, idle_exit=0.2)
+    proc = start_worker(path, "w1", 30, idle_exit=0.2, handlers=("labqueue.lab.demo_handlers",))
     try:
         assert proc.wait(timeout=60) == 0
     finally:

@@ -233,13 +233,13 @@ def test_purge_removes_old_done_jobs_and_reports(tmp_path):
         (("worker", "DB", "--queues", "a:x"), "the weight of queue 'a' must be a whole number"),
         (("worker", "DB", "--queues", "a,a"), "names a more than once"),
         (("worker", "DB", "--queues", "a:2,b", "--strict"), "--strict orders jobs by priority"),
-        (("worker", "DB", "--every", "report"), "--every needs KIND=SECONDS"),
+        (("worker", "DB", "--every", "report"), "--every needs KIND=DURATION"),
         (("enqueue", "DB", "t", "{}", "--priority", "x"), "expected a priority"),
         (("enqueue", "DB", "t", "{}", "--priority", str(2**31)), "priority must be a whole number from"),
         (("enqueue", "DB", "t", "{}", "--queue", ""), "a queue name cannot be empty"),
         (("purge", "DB"), "--older-than"),
         (("purge", "DB", "--older-than", "1", "--state", "queued"), "invalid choice: 'queued'"),
-        (("cancel", "DB"), "the following arguments are required: ID"),
+        (("cancel", "DB"), "say which jobs: their IDs, --queue NAME and/or --kind KIND, or --all"),
     ],
 )
 def test_bad_arguments_get_a_usage_error_and_change_nothing(tmp_path, args, message):

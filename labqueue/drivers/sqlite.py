@@ -395,6 +395,17 @@ class SqliteDriver:
         params = {"now": now, "id": job.id, "token": job.lease_token}
         return self._hot.execute(sql.RELEASE, params).rowcount == 1
 
+    def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool:
+        params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
+        return self._hot.execute(sql.PUT_BACK, params).rowcount == 1
+
+    def note_crash(self, worker: str, message: str) -> list[int]:
+        rows = self._hot.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
+        return [row[0] for row in rows]
+
+    def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
+        return [tuple(row) for row in self._hot.execute(sql.FINISHED_WITHIN, {"now": now, "window": window})]
+
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
         """(The write lock is held already: `lock` changes nothing here.)"""
         row = self._hot.execute(sql.JOB_STATE, (job_id,)).fetchone()
@@ -499,6 +510,7 @@ class SqliteDriver:
         return None if row is None else _record(row)
 
     def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
+        statement = sql.LATEST_JOBS if params["newest"] else sql.JOBS
         states, limit = params["states"], params["limit"]
         params = {
             **params,
@@ -506,7 +518,7 @@ class SqliteDriver:
             "limit": -1 if limit is None else limit,
         }
         with self._lenient_text():
-            return [_record(row) for row in self.db.execute(sql.JOBS, params)]
+            return [_record(row) for row in self.db.execute(statement, params)]
 
     @contextmanager
     def _lenient_text(self) -> Iterator[None]:
@@ -666,6 +678,20 @@ def _check_is_sqlite_file(path: Path) -> None:
             raise NotADatabase(f"{path} is not an SQLite database (its header is {header[:16]!r})")
 
 
+def _writable_if_present(path: Path) -> bool:
+    """False only when `path` exists and this user cannot open it for reading and writing
+    (it is not changed: opened, then closed)."""
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except FileNotFoundError:
+        return True
+    except PermissionError:
+        return False
+    except OSError:  # a read-only file system, say: SQLite will say so when it writes
+        return not path.exists()
+    return True
+
+
 def _check_writable(path: Path) -> None:
     """Say, before connecting, which file or folder this user cannot write: SQLite would
     open a read-only file without a word and fail at the first write."""
@@ -679,9 +705,9 @@ def _check_writable(path: Path) -> None:
         )
     sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
     for side in sides:
-        # Asked in this order: another connection may delete its -wal at any moment, and
-        # access() is False for a file that has just gone, which is no reason to refuse.
-        if not os.access(side, os.R_OK | os.W_OK) and side.exists():
+        # Other connections create and delete the -wal at any moment: one attempt to open
+        # it for writing answers at once, where exists() then access() would race.
+        if not _writable_if_present(side):
             raise CannotOpen(
                 f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
                 "there (give this user write permission on it); nothing was changed"

@@ -44,9 +44,11 @@ EDGES: tuple[Edge, ...] = (
         "lease expired:\nclaimed again\n(attempts + 1, new token)",
         ("CLAIM", "CLAIM_NEXT"),
     ),
-    Edge("complete", "running", "done", "complete\n(token matches)", ("COMPLETE",)),
-    # RELEASE: a warm stop gives back a batch's unstarted jobs, the same move back to queued.
-    Edge("retry", "running", "queued", "fail: retry after backoff", ("FAIL", "RELEASE")),
+    # COMPLETE_MANY: group commit's plain completions, one statement per claim, each fenced.
+    Edge("complete", "running", "done", "complete\n(token matches)", ("COMPLETE", "COMPLETE_MANY")),
+    # RELEASE: a warm stop gives back a batch's unstarted jobs, the same move back to queued;
+    # PUT_BACK: a worker gives back a kind it has no handler for.
+    Edge("retry", "running", "queued", "fail: retry after backoff", ("FAIL", "RELEASE", "PUT_BACK")),
     Edge(
         "dead",
         "running",

@@ -346,6 +346,17 @@ class PgDriver:
             self.db.execute(sql.RELEASE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
         )
 
+    def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool:
+        params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
+        return self.db.execute(sql.PUT_BACK, params).rowcount == 1
+
+    def note_crash(self, worker: str, message: str) -> list[int]:
+        rows = self.db.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
+        return [row[0] for row in rows]
+
+    def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
+        return self.db.execute(sql.FINISHED_WITHIN, {"now": now, "window": window}).fetchall()
+
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
         row = self.db.execute(sql.JOB_STATE_LOCKED if lock else sql.JOB_STATE, {"id": job_id}).fetchone()
         return None if row is None else row[0]
@@ -421,7 +432,8 @@ class PgDriver:
         return None if row is None else JobRecord(*row)
 
     def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
-        return [JobRecord(*row) for row in self.db.execute(sql.JOBS, params)]
+        statement = sql.LATEST_JOBS if params["newest"] else sql.JOBS
+        return [JobRecord(*row) for row in self.db.execute(statement, params)]
 
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute(sql.COUNTS).fetchall())

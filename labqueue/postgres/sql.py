@@ -421,3 +421,31 @@ RETURNING queue
 """
 RESUME = "DELETE FROM queue_pauses WHERE queue = %(queue)s RETURNING queue"
 PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
+
+
+# -- operating a fleet (issue 23; labqueue/sql.py's statements of the same names) --------
+PUT_BACK = f"""
+UPDATE jobs
+   SET state = 'queued', attempts = attempts - 1, visible_at = {NOW} + %(delay)s,
+       lease_token = NULL, worker = NULL, last_error = %(note)s
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+"""
+NOTE_CRASH = """
+UPDATE jobs
+   SET last_error = %(message)s
+ WHERE state = 'running' AND worker = %(worker)s
+RETURNING id
+"""
+FINISHED_WITHIN = f"""
+SELECT queue, state, COUNT(*) FROM jobs
+ WHERE finished_at >= {NOW} - %(window)s
+ GROUP BY queue, state
+"""
+LATEST_JOBS = f"""
+SELECT {COLUMN_LIST} FROM jobs
+ WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""

@@ -86,6 +86,15 @@ RUNS = {
     ],
     "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok"))],
     "RELEASE": [_each_row(sql.RELEASE, lambda i: {"now": NOW, "id": i, "token": "tok"})],
+    "COMPLETE_MANY": [
+        _once(sql.COMPLETE_MANY, {"now": NOW, "ids": json.dumps(list(range(1, 17))), "token": "tok"})
+    ],
+    "PUT_BACK": [
+        _each_row(sql.PUT_BACK, lambda i: {"now": NOW, "delay": 10, "note": "n", "id": i, "token": "tok"})
+    ],
+    # NOTE_CRASH writes a note only, PAUSE a row of queue_pauses: neither moves a job.
+    "NOTE_CRASH": [_once(sql.NOTE_CRASH, {"worker": "w", "message": "m"})],
+    "PAUSE": [_once(sql.PAUSE, {"queue": "mail", "now": NOW, "reason": None})],
     "REQUEUE_DEAD": [_once(sql.REQUEUE_DEAD, (NOW,))],
     "REQUEUE_DEAD_IDS": [_once(sql.REQUEUE_DEAD_IDS, (NOW, json.dumps(list(range(1, 17)))))],
 }
