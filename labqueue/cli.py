@@ -211,9 +211,10 @@ def stats(args: argparse.Namespace) -> int:
                 at = time.time()
                 numbers = q.stats()
                 per_queue = q.queue_stats()
+                paused = q.paused()
                 if output == "json":
                     stamp = {"at": round(at, 3), "at_utc": listing.iso_utc(at)}
-                    print(json.dumps({**stamp, **numbers, "queues": per_queue}), flush=True)
+                    print(json.dumps({**stamp, **numbers, "queues": per_queue, "paused": paused}), flush=True)
                 else:
                     if args.watch is not None:
                         clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
@@ -221,6 +222,11 @@ def stats(args: argparse.Namespace) -> int:
                         print(f"{clear}{args.db} at {listing.utc(at)} UTC ({every})")
                     width = max(map(len, numbers))
                     lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
+                    lines += [
+                        f"paused: {name} since {listing.utc(info['paused_at'])} UTC"
+                        + (f" ({info['reason']})" if info["reason"] else "")
+                        for name, info in paused.items()
+                    ]
                     print("\n".join(lines + _queue_table(per_queue)), flush=True)
             if args.watch is None or stop.wait(args.watch):
                 break
@@ -364,6 +370,35 @@ def purge(args: argparse.Namespace) -> int:
             space = q.space()
             pages, size = space["page_count"], space["page_size"]
             print(f"freed {freed} page(s); the file has {pages} pages of {size} bytes")
+    return 0
+
+
+def pause(args: argparse.Namespace) -> int:
+    """Pause a named queue, so that workers leave its jobs alone.
+
+    No worker takes a job of --queue until `labqueue resume`. Jobs running now finish;
+    queued ones wait, untouched; producers can still enqueue. Every worker sees the pause
+    within a second. Exits 1 if the queue was paused already."""
+    with open_existing(args.db) as q:
+        if not q.pause(args.queue, reason=args.reason):
+            since = listing.utc(q.paused()[args.queue]["paused_at"])
+            print(
+                f"{PROG} pause: queue {args.queue!r} was paused already (since {since} UTC)", file=sys.stderr
+            )
+            return 1
+    print(f"paused queue {args.queue!r}: workers leave its jobs alone until '{PROG} resume'")
+    return 0
+
+
+def resume(args: argparse.Namespace) -> int:
+    """Resume a paused queue, so that workers take its jobs again.
+
+    Idle workers are woken. Exits 1 if --queue was not paused."""
+    with open_existing(args.db) as q:
+        if not q.resume(args.queue):
+            print(f"{PROG} resume: queue {args.queue!r} was not paused", file=sys.stderr)
+            return 1
+    print(f"resumed queue {args.queue!r}")
     return 0
 
 
@@ -604,6 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archive", action="store_true", help="copy each removed row to jobs_archive first")
     p.add_argument("--reclaim", action="store_true", help="then give freed pages back to the file system")
     p.add_argument("--vacuum", action="store_true", help="then rebuild the file (VACUUM): quiet queues only")
+
+    for fn in (pause, resume):
+        p = command(fn, db_from_env=True)
+        p.add_argument("--queue", type=queue_name, required=True, metavar="NAME", help="the named queue")
+        if fn is pause:
+            p.add_argument("--reason", help="why, shown by labqueue stats")
 
     p = command(health, db_from_env=True)
     p.add_argument(

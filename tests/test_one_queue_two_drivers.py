@@ -376,3 +376,21 @@ def test_a_worker_honours_a_pause(make_queue):
         stop=worker.StopFlag(),
     )
     assert ran == 2 and q.counts()["queued"] == 3 and {r.queue for r in q.jobs(state="queued")} == {"mail"}
+
+
+def test_the_pause_command_stops_a_worker_process_taking_that_queue(tmp_path, capsys):
+    from labqueue import JobQueue, worker
+
+    db = str(tmp_path / "jobs.db")
+    with JobQueue(db) as q:
+        q.enqueue_many("noop", [{}] * 3, queue="mail")
+        q.enqueue_many("noop", [{}] * 2)
+    assert cli.main(["pause", db, "--queue", "mail", "--reason", "smtp is down"]) == 0
+    assert cli.main(["pause", db, "--queue", "mail"]) == 1  # paused already: said, exit 1
+    ran = worker.run(db, "w", 30.0, idle_exit=0, handlers={"noop": lambda job, q: None}, wake=False)
+    assert ran == 2
+    assert cli.main(["stats", db]) == 0
+    assert "paused: mail since" in capsys.readouterr().out
+    assert cli.main(["resume", db, "--queue", "mail"]) == 0
+    assert worker.run(db, "w", 30.0, idle_exit=0, handlers={"noop": lambda job, q: None}, wake=False) == 3
+    assert cli.main(["resume", db, "--queue", "mail"]) == 1
