@@ -184,3 +184,13 @@ def test_a_missing_peer_library_is_named_before_anything_runs(monkeypatch, capsy
         bench.main(["--quick"])
     assert exited.value.code == 2
     assert "huey not installed" in capsys.readouterr().err
+
+
+def test_the_bare_floors_claim_through_the_ready_index_without_sorting(tmp_path):
+    from labqueue import JobQueue
+    from labqueue.bench.contenders import FLOOR_CLAIM, FLOOR_TAKE
+
+    with JobQueue(tmp_path / "plan.db") as q:
+        for statement, params in ((FLOOR_TAKE, (1.0,)), (FLOOR_CLAIM, (1.0, 2.0, "t", "w"))):
+            plan = " | ".join(row[3] for row in q.db.execute("EXPLAIN QUERY PLAN " + statement, params))
+            assert "jobs_ready" in plan and "TEMP B-TREE" not in plan, plan

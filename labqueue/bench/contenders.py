@@ -152,17 +152,20 @@ def tutorial_loop(limit: int) -> Callable[[TutorialStatements, str], list[int]]:
 
 # -- bare SQLite on labqueue's table: what the file itself allows ----------------------
 
-FLOOR_TAKE = """
+# The floors pick the next job in the claim's own order (labqueue.sql.CLAIM_ORDER), which is
+# the ready index's: in any other order SQLite sorts every ready row on each claim, and the
+# floor measures the sort (tests/test_bench.py reads their plans).
+FLOOR_TAKE = f"""
 UPDATE jobs SET state = 'done', finished_at = ?1
  WHERE id = (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?1
-              ORDER BY visible_at, id LIMIT 1)
+              ORDER BY {sql.CLAIM_ORDER} LIMIT 1)
 RETURNING payload
 """
 
-FLOOR_CLAIM = """
+FLOOR_CLAIM = f"""
 UPDATE jobs SET state = 'running', attempts = attempts + 1, visible_at = ?2, lease_token = ?3, worker = ?4
  WHERE id = (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?1
-              ORDER BY visible_at, id LIMIT 1)
+              ORDER BY {sql.CLAIM_ORDER} LIMIT 1)
 RETURNING id, lease_token, payload
 """
 
