@@ -496,3 +496,75 @@ def dashboard_panel(dash: Dashboard):
     box.buttons = {"start": start, "stop": stop, "refresh": refresh, "requeue": requeue}
     box.live, box.status, box.image = live, status, image
     return box
+
+
+# -- from the command line: metrics, health, pausing a queue ---------------------------------
+
+
+@dataclass
+class CommandRun:
+    """One `labqueue` command, run in this process: its exit code and what it printed."""
+
+    argv: list[str]
+    exit_code: int
+    out: str
+    err: str
+
+    def show(self) -> None:
+        """The command as typed in this folder (paths relative to it), its exit code, its output."""
+        here = f"{Path.cwd()}{os.sep}"
+        print("$ labqueue " + " ".join(self.argv).replace(here, ""), f"(exit code {self.exit_code})")
+        print((self.out + self.err).replace(here, "").rstrip())
+
+
+def command(*argv: str) -> CommandRun:
+    """Run `labqueue ARGV...` as a shell would, capturing its output (a notebook cell
+    cannot read a subprocess's terminal as nicely, and the command is the same code)."""
+    import contextlib
+    import io
+
+    from .. import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exc:  # a usage error exits through argparse
+            code = int(exc.code or 0)
+    return CommandRun(list(argv), code, out.getvalue(), err.getvalue())
+
+
+def metric_lines(text: str, *names: str) -> list[str]:
+    """The sample lines of the named metrics in a Prometheus text exposition."""
+    return [line for line in text.splitlines() if line.split("{")[0].split(" ")[0] in names]
+
+
+@dataclass(frozen=True)
+class PauseDemo:
+    """What a worker did with a paused queue, then after resume: done jobs per queue."""
+
+    paused_run: dict[str, int]
+    resumed_run: dict[str, int]
+    pause: CommandRun
+    resume: CommandRun
+
+
+def pause_demo(path: str | os.PathLike[str], *, per_queue: int = 5) -> PauseDemo:
+    """`labqueue pause --queue payments`, a worker drains the file, `labqueue resume`, the
+    worker drains it again: the paused queue's jobs wait, untouched, then run."""
+    from .. import worker
+
+    path = str(path)
+    with JobQueue(path) as q:
+        q.enqueue_many("noop", [{"n": i} for i in range(per_queue)], queue="payments")
+        q.enqueue_many("noop", [{"n": i} for i in range(per_queue)])
+
+    def drain() -> dict[str, int]:
+        worker.run(path, "ops-demo", 30.0, idle_exit=0, handlers=HANDLERS, wake=False)
+        with JobQueue(path) as q:
+            return {name: len(q.jobs(state="done", queue=name)) for name in ("default", "payments")}
+
+    paused = command("pause", path, "--queue", "payments", "--reason", "card processor down")
+    first = drain()
+    resumed = command("resume", path, "--queue", "payments")
+    return PauseDemo(first, drain(), paused, resumed)

@@ -198,3 +198,20 @@ def test_the_queue_table_agrees_with_a_full_scan_per_named_queue(tmp_path):
     assert table.loc["payments", "queued"] == 2 and table.loc["payments", "running"] == 1
     assert table.loc["default", "ready_now"] == 2
     assert table["agrees with SQL"].all()
+
+
+def test_commands_run_in_process_with_their_exit_code_and_output(tmp_path):
+    path = str(tmp_path / "ops.db")
+    ops.fill_demo_queue(path, {"noop": 3}, seed=0)
+    stats = ops.command("stats", path, "--format", "prometheus")
+    assert stats.exit_code == 0 and ops.metric_lines(stats.out, "labqueue_jobs")
+    assert ops.command("health", path, "--max-dead", "0").exit_code == 0
+    missing = ops.command("health", str(tmp_path / "missing.db"))
+    assert missing.exit_code != 0 and "no such file" in missing.out + missing.err
+
+
+def test_the_pause_demo_leaves_the_paused_queue_alone_until_resume(tmp_path):
+    demo = ops.pause_demo(tmp_path / "pause.db", per_queue=3)
+    assert demo.pause.exit_code == 0 and demo.resume.exit_code == 0
+    assert demo.paused_run == {"default": 3, "payments": 0}
+    assert demo.resumed_run == {"default": 3, "payments": 3}
