@@ -101,3 +101,24 @@ def test_the_command_line_runs_on_a_throwaway_postgres(capsys):
     out = capsys.readouterr().out
     assert "12 jobs (12 credit), 2 workers, lease 0.8 s" in out and "on PostgreSQL" in out
     assert out.rstrip().endswith("PASS: every job finished exactly once or was dead-lettered")
+
+
+@pytest.mark.slow
+def test_a_run_through_severed_sessions_and_an_outage_passes(database):
+    """The server's own faults: every worker's session terminated every half second on
+    average, and a second in which the database refuses connections; with kills too."""
+    config = ChaosConfig(
+        jobs=300, workers=4, kill_every=0.8, sever_every=0.5, outage_at=1.5, outage_seconds=1.0, seed=5
+    )
+    result = run(config, database)
+    assert result.passed, "\n".join(result.report())
+    severed = [f for f in result.faults if f.fault == "sever"]
+    assert severed and "worker sessions terminated" in result.report()[1]
+    assert "connections refused for 1 s at 1.5 s" in result.report()[1]
+    with Store(database) as db:  # the outage ended: the database takes connections again
+        assert db.scalar("SELECT datallowconn FROM pg_database WHERE datname = current_database()")
+
+
+def test_the_servers_faults_need_postgresql(tmp_path):
+    with pytest.raises(InvalidArgument, match="PostgreSQL's faults"):
+        run(ChaosConfig(jobs=10, sever_every=1.0), tmp_path / "chaos.db")

@@ -42,11 +42,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 
 from ..backends import open_queue
-from ..errors import CannotCancel, InvalidArgument
+from ..errors import CannotCancel, InvalidArgument, QueueBusy
 from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..lab.scratch import db_path
 from ..pool import Worker, WorkerPool
@@ -81,6 +82,14 @@ UNION ALL
 SELECT dedupe_key FROM jobs_archive WHERE kind = ? AND dedupe_key IS NOT NULL
 """
 LIVE_IDS = "SELECT id FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"
+# PostgreSQL faults: every session of this database but the supervisor's own, terminated;
+# and the database's ALLOW_CONNECTIONS switch (its name quoted by format's %I).
+SEVER_WORKERS = """
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> ALL(?)
+"""
+# run from the server's maintenance database: PostgreSQL will not switch off the current one
+ALLOW_CONNECTIONS = "ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {allowed}"
 # Part 2's named queues: the workers take turns, weighted (--queues default,mail:2,bulk).
 PART2_QUEUES = {"default": 1, "mail": 2, "bulk": 1}
 PART2_PRIORITIES = (0, 0, 5, 10)
@@ -107,6 +116,10 @@ class ChaosConfig:
     purge_every: float = 0.0  # the supervisor purges finished jobs into jobs_archive this often
     cancel_every: float = 0.0  # mean seconds between cancels of a random live job
     schedule_every: float = 0.0  # every worker ticks a schedule of SCHEDULED_KIND with this period
+    # PostgreSQL only: the server's own faults, which a worker must survive by reconnecting.
+    sever_every: float = 0.0  # mean seconds between terminating every worker's session
+    outage_at: float = 0.0  # seconds into the run when the database refuses connections (0: never)
+    outage_seconds: float = 1.0  # ... for this long, every worker's session terminated as it starts
 
     def __post_init__(self) -> None:
         for name in ("jobs", "workers", "max_attempts"):
@@ -118,7 +131,16 @@ class ChaosConfig:
                 raise InvalidArgument(
                     f"{name} must be a number of seconds above 0, got {getattr(self, name)!r}"
                 )
-        for name in ("kill_every", "pause_every", "purge_every", "cancel_every", "schedule_every"):
+        for name in (
+            "kill_every",
+            "pause_every",
+            "purge_every",
+            "cancel_every",
+            "schedule_every",
+            "sever_every",
+            "outage_at",
+            "outage_seconds",
+        ):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 raise InvalidArgument(
                     f"{name} must be 0 (off) or a number of seconds, got {getattr(self, name)!r}"
@@ -192,7 +214,7 @@ class Fault:
     lowest id: with group commit it may hold a whole batch, all of them in `held`)."""
 
     at: float
-    fault: str  # "kill" or "pause"
+    fault: str  # "kill", "pause", or on PostgreSQL "sever" (the worker's session terminated)
     worker: str
     job_id: int | None
     until: float | None = None  # when a paused worker was let go again
@@ -239,6 +261,11 @@ class ChaosResult:
                 f"{kinds['kill']} SIGKILLs (one every {c.kill_every:g} s on average), "
                 f"{kinds['pause']} SIGSTOPs of {c.pause_seconds:g} s (one every {c.pause_every:g} s)"
             )
+        if c.sever_every or c.outage_at:
+            severed = f"{kinds['sever']} worker sessions terminated"
+            if c.outage_at:
+                severed += f", connections refused for {c.outage_seconds:g} s at {c.outage_at:g} s"
+            faults = severed if faults == "none injected" else f"{faults}; {severed}"
         lines = [
             f"{len(self.jobs)} jobs ({mix}), {c.workers} workers, lease {c.lease:g} s, "
             f"max_attempts {c.max_attempts}, seed {c.seed}"
@@ -330,8 +357,13 @@ class Supervisor:
             options=config.worker_options(),
         )
         # Part 2: the supervisor's own queue connection purges and cancels while workers run.
+        # Its lock timeout is short: a worker it froze (SIGSTOP) mid-transaction may hold the
+        # row it wants to cancel, and only the supervisor's next tick lets that worker go.
         busy = config.purge_every or config.cancel_every
-        self.q = open_queue(path, lease_seconds=config.lease) if busy else None
+        self.q = open_queue(path, lease_seconds=config.lease, timeout=0.5) if busy else None
+        self.busy_cancels = 0  # cancels given up: the row stayed locked past that timeout
+        self.next_sever = self._next(config.sever_every)
+        self.outage_ends: float | None = None  # while the database refuses connections
         self.crash_hits: list[int] = []  # the jobs each crashed worker held, once per crash
         self.cancelled: list[int] = []  # jobs the run cancelled: cancel() answered queued or running
         self.refused_cancels = 0  # cancels that came too late: the job had finished
@@ -395,6 +427,16 @@ class Supervisor:
         if self.now() >= self.next_cancel:
             self._cancel()
             self.next_cancel = self._next(self.config.cancel_every)
+        if self.now() >= self.next_sever:
+            self._sever()
+            self.next_sever = self._next(self.config.sever_every)
+        if self.config.outage_at and self.outage_ends is None and self.now() >= self.config.outage_at:
+            self._allow_connections(False)
+            self._sever()
+            self.outage_ends = self.now() + self.config.outage_seconds
+        if self.outage_ends is not None and self.now() >= self.outage_ends:
+            self._allow_connections(True)
+            self.outage_ends = float("inf")  # once
         if self.now() >= self.next_purge:
             assert self.q is not None
             self.purged += self.q.purge(0, states=("done", "dead", "cancelled"), archive=True).removed
@@ -411,8 +453,39 @@ class Supervisor:
             self.q.cancel(job_id)
         except CannotCancel:
             self.refused_cancels += 1
+        except QueueBusy:
+            self.busy_cancels += 1
         else:
             self.cancelled.append(job_id)
+
+    def _own_sessions(self) -> list[int]:
+        """The supervisor's own PostgreSQL sessions, which its faults leave alone."""
+        return [self.db.db.info.backend_pid] + ([self.q.db.info.backend_pid] if self.q is not None else [])
+
+    def _sever(self) -> None:
+        """Terminate every worker's session (pg_terminate_backend), as a server restart or
+        a failover would: each worker must reconnect and carry on. A worker's leases stay
+        fenced; a batch whose COMMIT was cut off costs its jobs an attempt, recorded."""
+        at = self.now()
+        held = [self.fault(at, "sever", w.name) for w in self._candidates()]
+        terminated = self.db.rows(SEVER_WORKERS, (self._own_sessions(),))
+        if terminated:
+            self.faults.extend(held)
+
+    def _allow_connections(self, allowed: bool) -> None:
+        """The outage: the database refuses new connections (ALLOW_CONNECTIONS), so the
+        severed workers' reconnects fail and back off until it is over. Switched from the
+        server's maintenance database (postgres), which PostgreSQL requires."""
+        import psycopg
+        from psycopg import sql as pg_sql
+
+        name = self.db.scalar("SELECT current_database()")
+        admin = urlunsplit(urlsplit(str(self.path))._replace(path="/postgres"))
+        statement = pg_sql.SQL(ALLOW_CONNECTIONS).format(
+            name=pg_sql.Identifier(name), allowed=pg_sql.SQL("true" if allowed else "false")
+        )
+        with psycopg.connect(admin, autocommit=True) as db:
+            db.execute(statement)
 
     def _ended(self, worker: Worker) -> None:
         life = self.life[worker.name]
@@ -497,6 +570,8 @@ def run(
         path = db_path("chaos")
     elif not is_postgres(path):
         path = Path(path)
+    if not is_postgres(path) and (config.sever_every or config.outage_at):
+        raise InvalidArgument("sever_every and outage_at are PostgreSQL's faults: run on a postgresql:// URL")
     check_new(path)
     total = prepare(path, config)
     started = time.time()
@@ -513,6 +588,8 @@ def run(
             time.sleep(TICK)
     finally:
         elapsed = supervisor.now()
+        if supervisor.outage_ends is not None:
+            supervisor._allow_connections(True)  # never leave the database refusing connections
         supervisor.stop_all()
         supervisor.close()
     result = collect(path, config, started, elapsed, supervisor.lives, supervisor.faults)
@@ -624,6 +701,20 @@ def main(argv: list[str] | None = None) -> int:
         "--cancel-every", type=float, default=0.0, help="mean seconds between cancels (0: none)"
     )
     part2.add_argument("--schedule-every", type=float, default=0.0, help="a periodic noop job every SECONDS")
+    server = parser.add_argument_group("PostgreSQL's own faults (with --postgres or a postgresql:// --db)")
+    server.add_argument(
+        "--sever-every",
+        type=float,
+        default=0.0,
+        help="mean seconds between terminating every worker's session",
+    )
+    server.add_argument(
+        "--outage-at",
+        type=float,
+        default=0.0,
+        help="refuse connections from this second of the run (0: never)",
+    )
+    server.add_argument("--outage-seconds", type=float, default=d.outage_seconds, help="... for this long")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--db",
@@ -655,6 +746,9 @@ def main(argv: list[str] | None = None) -> int:
             purge_every=args.purge_every,
             cancel_every=args.cancel_every,
             schedule_every=args.schedule_every,
+            sever_every=args.sever_every,
+            outage_at=args.outage_at,
+            outage_seconds=args.outage_seconds,
         )
         if args.part2:
             config = config.with_part2()

@@ -88,6 +88,13 @@ def beside_the_tutorial(*runs: tuple[str, ChaosResult]) -> Any:
     return table.map(lambda value: f"{value:g}")
 
 
+FAULT_WORDS = {
+    "kill": "SIGKILL sent",
+    "pause": "SIGSTOP sent (SIGCONT later)",
+    "sever": "worker session terminated (PostgreSQL)",
+}
+
+
 def fates_table(result: ChaosResult) -> Any:
     """How the worker processes ended, and the faults the supervisor injected."""
     import pandas as pd
@@ -96,7 +103,7 @@ def fates_table(result: ChaosResult) -> Any:
     for life in result.workers:
         rows[life.fate] = rows.get(life.fate, 0) + 1
     for fault in result.faults:
-        key = "SIGKILL sent" if fault.fault == "kill" else "SIGSTOP sent (SIGCONT later)"
+        key = FAULT_WORDS.get(fault.fault, fault.fault)
         rows[key] = rows.get(key, 0) + 1
     return pd.DataFrame(sorted(rows.items()), columns=["what", "count"]).set_index("what")
 
