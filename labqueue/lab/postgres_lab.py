@@ -368,6 +368,145 @@ def plot_throughput(runs: Any, published: Any = None):
     return fig
 
 
+# -- the server goes away --------------------------------------------------------------------
+
+DEFAULT_SURVIVAL_JOBS = 200
+LEDGER_PG = "CREATE TABLE IF NOT EXISTS ledger (job_id BIGINT NOT NULL, attempt BIGINT NOT NULL)"
+TERMINATE_OTHERS = """
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+"""
+
+
+@dataclass(frozen=True)
+class SurvivalRun:
+    """What `labqueue worker` processes did while their sessions were terminated and
+    the server restarted under them, read back from the database and their log."""
+
+    jobs: int
+    workers: int
+    sessions_terminated: int
+    restart_outage_s: float
+    done: int
+    dead: int
+    ledger_rows: int
+    not_once: int  # jobs whose ledger row count is not exactly 1
+    log: list[str]
+    seconds: float
+
+    @property
+    def reconnects(self) -> int:
+        return sum("reconnected after" in line for line in self.log)
+
+    def table(self) -> Any:
+        import pandas as pd
+
+        rows = {
+            "credit jobs enqueued": self.jobs,
+            "worker processes": self.workers,
+            "sessions terminated mid-run": self.sessions_terminated,
+            "server restarts (s without a server)": f"1 ({self.restart_outage_s:g} s)",
+            "reconnects the workers logged": self.reconnects,
+            "jobs done": self.done,
+            "jobs dead": self.dead,
+            "ledger rows": self.ledger_rows,
+            "jobs without exactly one ledger row": self.not_once,
+        }
+        return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows))
+
+    def log_excerpt(self) -> None:
+        """The worker log's lines about the connection, shortened for reading."""
+        for line in self.log:
+            if "connection" in line or "reconnected" in line:
+                time_part, _, message = line.partition(" labqueue.worker")
+                message = message.split(": ", 1)[-1]
+                message = message.split("): ", 1)[-1] if "(schema" in message else message  # the URL
+                print(time_part[11:23], message[:110])
+
+
+def survive_server(
+    url: str, *, jobs: int = DEFAULT_SURVIVAL_JOBS, workers: int = 2, outage: float = 1.0
+) -> SurvivalRun:
+    """In a fresh database on the server `url`: `jobs` credit jobs (each writes one ledger
+    row in its completing transaction), drained by `labqueue worker --concurrency workers`.
+    A quarter of the way through, every worker session is terminated; halfway, the server
+    is stopped and, `outage` seconds later, started again (postgres.server.restart). The
+    workers reconnect with backoff on their own; nothing is retried by hand."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from ..backends import open_queue
+    from ..postgres.server import fresh_database, restart
+    from .demo_handlers import DEMO_HANDLERS
+
+    def done_now(database: str) -> int:
+        with open_queue(database) as q:
+            return q.counts()["done"]
+
+    def wait_until(condition: Callable[[], bool], seconds: float = 120.0) -> None:
+        give_up = time.monotonic() + seconds
+        while not condition():
+            if time.monotonic() > give_up:
+                raise TimeoutError("the workers stopped making progress")
+            time.sleep(0.05)
+
+    started = time.perf_counter()
+    log_path = work_folder() / "pg_survival.log"
+    with fresh_database(url, prefix="survival") as database:
+        with open_queue(database) as q:
+            q.db.execute(LEDGER_PG)
+            q.enqueue_many("credit", [{"n": i} for i in range(jobs)])
+        command = [
+            sys.executable,
+            "-m",
+            "labqueue",
+            "worker",
+            database,
+            "--handlers",
+            DEMO_HANDLERS,
+            "--concurrency",
+            str(workers),
+            "--idle-exit",
+            "3",
+            "--lease",
+            "5",
+            "--backoff-cap",
+            "1",
+        ]
+        with open(log_path, "w+") as log:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                wait_until(lambda: done_now(database) >= jobs // 4)
+                with psycopg.connect(database, autocommit=True) as admin:
+                    terminated = len(admin.execute(TERMINATE_OTHERS).fetchall())
+                wait_until(lambda: done_now(database) >= jobs // 2)
+                restart(url, stopped_for=outage)
+                proc.wait(120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            log.seek(0)
+            lines = log.read().splitlines()
+        with open_queue(database) as q:
+            counts = q.counts()
+            per_job = dict(q.db.execute("SELECT job_id, COUNT(*) FROM ledger GROUP BY job_id").fetchall())
+    ids = range(1, jobs + 1)
+    return SurvivalRun(
+        jobs=jobs,
+        workers=workers,
+        sessions_terminated=terminated,
+        restart_outage_s=outage,
+        done=counts["done"],
+        dead=counts["dead"],
+        ledger_rows=sum(per_job.values()),
+        not_once=sum(per_job.get(i, 0) != 1 for i in ids),
+        log=lines,
+        seconds=time.perf_counter() - started,
+    )
+
+
 # -- clocks that disagree ----------------------------------------------------------------------
 
 

