@@ -7,6 +7,7 @@
     python tasks.py bench pg [ARGS]       PostgreSQL beside SQLite (python -m labqueue.bench.pg)
     python tasks.py chaos [ARGS]          a chaos run of any size (python -m labqueue.chaos)
     python tasks.py binder-url [REMOTE] [--ref REF]   the Binder link (and badge) for this repository
+    python tasks.py site [--remote URL]   the course as a read-only website in build/site/ (offline)
 
 Two environments, each made on first use and remade when what it is built from changes:
 ./.venv-lab, the course's, built exactly as Binder builds it (a fresh virtual environment,
@@ -283,6 +284,11 @@ def execute(args: list[str]) -> None:
     run([PYTHON, "-m", "labqueue.lab.execute", *args])
 
 
+def site(args: list[str]) -> None:
+    ensure_venv("test")  # the test extra includes the site extra (Sphinx, myst-nb, furo)
+    run([PYTHON, "-m", "labqueue.website", *args])
+
+
 def bench(args: list[str]) -> None:
     ensure_venv("test")  # the test extra includes the peers the benchmark races
     run([PYTHON, "-m", "labqueue.bench", *args])
@@ -354,6 +360,7 @@ TASKS = {
     "lab": lab,
     "test": test,
     "execute": execute,
+    "site": site,
     "bench": bench,
     "chaos": chaos,
     "binder-url": binder_url_task,

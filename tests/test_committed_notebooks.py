@@ -61,9 +61,7 @@ def test_every_cell_that_draws_a_figure_shows_it(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_figure_has_the_course_width(path):
-    widths = [
-        struct.unpack(">I", png[16:20])[0] for cell in _load(path)["cells"] for png in _images(cell)
-    ]
+    widths = [struct.unpack(">I", png[16:20])[0] for cell in _load(path)["cells"] for png in _images(cell)]
     odd = [w for w in widths if not WIDTH_PX[0] <= w <= WIDTH_PX[1]]
     assert not odd, f"{path.name}: figures {odd} px wide; the course's figure is 640 px (assets.new_figure)"
 
@@ -102,9 +100,7 @@ def test_every_notebook_links_to_the_previous_and_the_next(n):
         assert f"]({following})" in text, f"{NOTEBOOKS[n].name} has no link on to {following}"
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in NOTEBOOKS if int(p.name[:2]) >= 1], ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if int(p.name[:2]) >= 1], ids=lambda p: p.stem)
 def test_every_step_has_an_exercise_with_a_hint_an_answer_and_a_checker(path):
     cells = _load(path)["cells"]
     text = _markdown(_load(path))
@@ -119,9 +115,9 @@ def test_every_step_has_an_exercise_with_a_hint_an_answer_and_a_checker(path):
         if re.search(r"\b(PASS|NOT YET)\b", _text(out.get("data", {}).get("text/html", "")))
     ]
     assert verdicts, f"{path.name}: no committed checker verdict (PASS / NOT YET) under the exercise"
-    assert not [
-        out for c in cells for out in c.get("outputs", []) if out.get("output_type") == "error"
-    ], f"{path.name} was committed with an error output"
+    assert not [out for c in cells for out in c.get("outputs", []) if out.get("output_type") == "error"], (
+        f"{path.name} was committed with an error output"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -131,4 +127,21 @@ def test_every_notebook_ends_by_saying_how_to_free_its_kernel(path):
     last = _load(path)["cells"][-1]
     assert last["cell_type"] == "markdown" and "Shut Down Kernel" in "".join(last["source"]), (
         f"{path.name} does not end by saying how to shut its kernel down"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_gives_its_time_what_you_learned_and_glossary_links(path):
+    nb = _load(path)
+    first = _source(nb["cells"][0])
+    assert re.search(r"\*Time: about \d+ minutes", first), f"{path.name}: no time estimate under the title"
+    learned = [c for c in nb["cells"] if _source(c).startswith("## What you learned")]
+    assert learned, f"{path.name}: no 'What you learned' at the end"
+    glossary = (Path(__file__).resolve().parents[1] / "docs" / "glossary.md").read_text(encoding="utf-8")
+    anchors = {
+        line[3:].strip().lower().replace(" ", "-") for line in glossary.splitlines() if line.startswith("## ")
+    }
+    linked = re.findall(r"\]\(\.\./docs/glossary\.md#([\w-]+)\)", _source(learned[0]))
+    assert linked and set(linked) <= anchors, (
+        f"{path.name}: glossary links {linked} (known: {sorted(anchors)})"
     )

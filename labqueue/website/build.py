@@ -1,0 +1,184 @@
+"""Build the course site: every notebook as a page (its committed outputs, not a re-run),
+an index with the table of contents (Part 1, Part 2), and the glossary, into build/site/.
+
+    python tasks.py site [--remote URL]     (python -m labqueue.website)
+
+The pages are prepared in a scratch folder first: each notebook gains a line with its
+"Run this notebook" link (mybinder.org, for the GitHub repository the remote names) and
+its links to the glossary are pointed at the site's page. Nothing is fetched from the
+network; Sphinx and myst-nb render what is committed (see conf.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+NOTEBOOKS = ROOT / "notebooks"
+GLOSSARY = ROOT / "docs" / "glossary.md"
+OUT = ROOT / "build" / "site"
+PART_2_FROM = "13"
+# The repository the Binder links build when no GitHub remote is known (README's placeholder).
+PLACEHOLDER_REPOSITORY = "OWNER/labqueue"
+GITHUB = re.compile(
+    r"(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?$"
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One notebook as the site shows it."""
+
+    path: Path
+    title: str
+    minutes: int | None
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def part(self) -> int:
+        return 2 if self.name[:2] >= PART_2_FROM else 1
+
+
+def pages(folder: Path = NOTEBOOKS) -> list[Page]:
+    """Every notebook of the course in order, with its title and time estimate."""
+    found = []
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+        title = next((line[2:].strip() for line in first.splitlines() if line.startswith("# ")), path.stem)
+        minutes = re.search(r"about (\d+) minutes", first)
+        found.append(Page(path, title, int(minutes[1]) if minutes else None))
+    return found
+
+
+def repository(remote: str | None) -> str:
+    """owner/name of the GitHub repository `remote` names, or the README's placeholder."""
+    match = GITHUB.match((remote or "").strip())
+    return match["repo"] if match else PLACEHOLDER_REPOSITORY
+
+
+def run_link(repo: str, notebook: str, ref: str = "HEAD") -> str:
+    """The mybinder.org link that opens `notebook` live in JupyterLab (as tasks.py binder-url)."""
+    urlpath = quote(f"lab/tree/notebooks/{notebook}", safe="")
+    return f"https://mybinder.org/v2/gh/{repo}/{quote(ref, safe='')}?urlpath={urlpath}"
+
+
+def page_source(page: Page, repo: str) -> dict:
+    """The notebook as the site renders it: a run link first, glossary links to the site's page."""
+    nb = json.loads(page.path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"]).replace("../docs/glossary.md", "glossary.md")
+            cell["source"] = text.splitlines(keepends=True)
+    note = (
+        f'<div class="run-live">\n\n**Run this notebook** live in JupyterLab on Binder: '
+        f"[{page.path.name}]({run_link(repo, page.path.name)}). Here it is read-only, as last run: "
+        "its panels show their saved state, and they come alive in JupyterLab.\n\n</div>"
+    )
+    nb["cells"].insert(
+        1,
+        {
+            "cell_type": "markdown",
+            "id": "site-run-link",
+            "metadata": {},
+            "source": note.splitlines(keepends=True),
+        },
+    )
+    return nb
+
+
+def index_text(found: Sequence[Page]) -> str:
+    """The home page: what the course is, and the table of contents in two parts."""
+
+    def toc(part: int, caption: str) -> str:
+        names = "\n".join(p.name for p in found if p.part == part)
+        return f"```{{toctree}}\n:caption: {caption}\n:maxdepth: 1\n\n{names}\n```\n"
+
+    minutes = {part: sum(p.minutes or 0 for p in found if p.part == part) for part in (1, 2)}
+    rows = "\n".join(f"| [{p.title}]({p.name}.ipynb) | {p.minutes or '–'} min |" for p in found)
+    return f"""# labqueue, the course
+
+A durable job queue on one SQLite file: leases, fencing tokens, retries with backoff, dead letters,
+heartbeats and partial indexes, built step by step in {len(found)} notebooks. Part 1 (about
+{minutes[1] // 60} h {minutes[1] % 60} min) follows the reference tutorial; Part 2 (about
+{minutes[2] // 60} h {minutes[2] % 60} min) adds retention, priorities, cancellation, periodic jobs,
+waking workers and PostgreSQL.
+
+This site is the course as last run, to read anywhere. Each page has a link that opens it live in
+JupyterLab on Binder, where every experiment, widget and exercise runs. The words of the trade are in
+the [glossary](glossary.md).
+
+| notebook | time |
+| --- | --- |
+{rows}
+
+{toc(1, "Part 1 · the tutorial, step by step")}
+{toc(2, "Part 2 · what the tutorial leaves out")}
+```{{toctree}}
+:caption: Reference
+:maxdepth: 1
+
+glossary
+```
+"""
+
+
+def build(out: Path = OUT, *, remote: str | None = None, quiet: bool = True) -> Path:
+    """Write the pages to a scratch folder beside `out`, then render them into `out`."""
+    import sys
+
+    found = pages()
+    repo = repository(remote)
+    source = out.parent / f"{out.name}-source"
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
+    for page in found:
+        (source / page.path.name).write_text(json.dumps(page_source(page, repo)), encoding="utf-8")
+    (source / "index.md").write_text(index_text(found), encoding="utf-8")
+    shutil.copy(GLOSSARY, source / "glossary.md")
+    shutil.copytree(HERE / "_static", source / "_static")
+    shutil.rmtree(out, ignore_errors=True)
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        "html",
+        "-c",
+        str(HERE),
+        "-W",
+        "--keep-going",
+        *(["-q"] if quiet else []),
+        str(source),
+        str(out),
+    ]
+    subprocess.run(command, check=True)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tasks.py site", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--remote", help="the GitHub repository URL for the Run links (default: git's origin)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the site goes (default {OUT})")
+    args = parser.parse_args(argv)
+    remote = args.remote
+    if remote is None:
+        found = subprocess.run(
+            ["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True
+        )
+        remote = found.stdout if found.returncode == 0 else None
+    out = build(args.out, remote=remote)
+    print(f"built {len(pages())} notebook pages into {out} (open {out / 'index.html'})")
+    return 0

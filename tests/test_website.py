@@ -1,0 +1,44 @@
+"""The course site's builder (labqueue.website): pages, links and the index, without Sphinx;
+the built site itself is read in Chromium by tests/browser/test_site_in_browser.py."""
+
+from __future__ import annotations
+
+import json
+
+from labqueue.website import build
+
+
+def test_every_notebook_is_a_page_in_its_part_with_its_time():
+    found = build.pages()
+    assert len(found) == 18 and [p.name for p in found] == sorted(p.name for p in found)
+    assert {p.part for p in found if p.name < "13"} == {1} and {p.part for p in found if p.name >= "13"} == {
+        2
+    }
+    assert all(p.minutes and p.title[:2] == p.name[:2] for p in found)
+
+
+def test_run_links_name_the_github_repository_or_the_placeholder():
+    assert build.repository("https://github.com/ada/labqueue.git\n") == "ada/labqueue"
+    assert build.repository("git@github.com:ada/labqueue.git") == "ada/labqueue"
+    assert build.repository("/some/local/clone") == build.PLACEHOLDER_REPOSITORY
+    link = build.run_link("ada/labqueue", "04_zombie_workers.ipynb")
+    assert (
+        link
+        == "https://mybinder.org/v2/gh/ada/labqueue/HEAD?urlpath=lab%2Ftree%2Fnotebooks%2F04_zombie_workers.ipynb"
+    )
+
+
+def test_a_page_gains_its_run_link_and_points_at_the_sites_glossary():
+    page = build.pages()[4]
+    nb = build.page_source(page, "ada/labqueue")
+    note = "".join(nb["cells"][1]["source"])
+    assert "Run this notebook" in note and build.run_link("ada/labqueue", page.path.name) in note
+    text = json.dumps(nb)
+    assert "../docs/glossary.md" not in text and "(glossary.md#" in text
+
+
+def test_the_index_lists_both_parts_in_order():
+    text = build.index_text(build.pages())
+    part1, part2 = text.index(":caption: Part 1"), text.index(":caption: Part 2")
+    assert part1 < part2 < text.index("glossary\n```")
+    assert text.index("12_chaos", part1) < part2 < text.index("13_retention", part2)
