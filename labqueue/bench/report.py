@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,20 @@ from .contenders import DEFAULT
 # installed package has no data/ folder, so they go to the working directory.
 _DATA_FOLDER = Path(__file__).resolve().parents[2] / "data"
 DATA_FILE = (_DATA_FOLDER if _DATA_FOLDER.is_dir() else Path.cwd()) / "bench_results.json"
-TARGETS = {"worker_loop_ratio": 2.5, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
+TARGETS = {"worker_loop_ratio": 5.0, "huey_worker_ratio": 3.0, "empty_poll_ratio": 3.0, "claim_growth": 1.5}
 LOG_TICKS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
+
+
+def paired_ratio(runs: list[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
+    """The median over rounds of key's jobs/s divided by other's in the same round (a
+    slow spell on the machine hits both drains of a round, so it cancels out)."""
+    speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
+    ratios = [
+        value / speed[other, rnd]
+        for (name, rnd), value in speed.items()
+        if name == key and value and speed.get((other, rnd))
+    ]
+    return round(statistics.median(ratios), 2) if ratios else None
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -34,20 +47,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 TARGETS["worker_loop_ratio"],
             )
         )
-        huey = by_key.get(("huey", procs))
-        if huey:
+        if ("huey_worker", procs) in by_key:
             rows.append(
                 _target(
-                    f"worker loop vs huey, {procs} proc",
-                    round(row["median_jobs_per_s"] / huey["median_jobs_per_s"], 2),
+                    f"worker loop vs huey's worker path, {procs} proc",
+                    paired_ratio(results["runs"], DEFAULT, "huey_worker", procs),
                     ">=",
-                    1.0,
+                    TARGETS["huey_worker_ratio"],
                 )
             )
     poll = results["empty_poll"]
-    rows.append(
-        _target("empty claim: tutorial / labqueue", poll["ratio"], ">=", TARGETS["empty_poll_ratio"])
-    )
+    rows.append(_target("empty claim: tutorial / labqueue", poll["ratio"], ">=", TARGETS["empty_poll_ratio"]))
     rows.append(
         {
             "target": "claim() answers while another connection holds the write lock",
@@ -69,8 +79,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _target(name: str, value: float, op: str, goal: float) -> dict[str, Any]:
-    met = value >= goal if op == ">=" else value <= goal
+def _target(name: str, value: float | None, op: str, goal: float) -> dict[str, Any]:
+    met = value is not None and (value >= goal if op == ">=" else value <= goal)
     return {"target": name, "value": value, "goal": f"{op} {goal}", "met": met}
 
 

@@ -145,9 +145,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (key, procs), group in groups.items():
         speeds = [r["jobs_per_s"] or 0.0 for r in group]
         ratios = [
-            (r["jobs_per_s"] or 0.0) / base[procs, r["round"]]
-            for r in group
-            if base.get((procs, r["round"]))
+            (r["jobs_per_s"] or 0.0) / base[procs, r["round"]] for r in group if base.get((procs, r["round"]))
         ]
         rows.append(
             {
@@ -403,7 +401,12 @@ def _whole(name: str, value: object) -> None:
 
 
 # The module each peer library is imported as; labqueue's own loops need nothing extra.
-PEER_MODULES = {"huey": "huey", "litequeue": "litequeue", "persist_queue": "persistqueue"}
+PEER_MODULES = {
+    "huey": "huey",
+    "huey_worker": "huey",
+    "litequeue": "litequeue",
+    "persist_queue": "persistqueue",
+}
 
 
 def missing_peers(keys: Sequence[str]) -> list[str]:
@@ -445,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = missing_peers(keys)
     if missing:
         parser.error(
-            f"{', '.join(missing)} not installed: `python tasks.py bench` installs the peers, "
+            f"{', '.join(dict.fromkeys(PEER_MODULES[k] for k in missing))} not installed (for"
+            f" {', '.join(missing)}): `python tasks.py bench` installs the peers, "
             'or `pip install -e ".[bench]"`; --only races a subset'
         )
     results = run_bench(
@@ -458,4 +462,3 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(results, indent=1) + "\n")
         print(f"\nwritten to {out}")
     return 0
-

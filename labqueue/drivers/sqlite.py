@@ -359,8 +359,11 @@ class SqliteDriver:
         return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
-        params = {"now": now, "ids": json.dumps(ids), "token": token}
-        return [row[0] for row in self._hot.execute(sql.COMPLETE_MANY, params).fetchall()]
+        done: list[int] = []
+        for start in range(0, len(ids), sql.COMPLETE_MANY_IDS):
+            chunk = ids[start : start + sql.COMPLETE_MANY_IDS]
+            done += [row[0] for row in self._hot.execute(sql.complete_many(len(chunk)), (now, *chunk, token))]
+        return done
 
     def run_effect(self, job: Job, effect: Effect) -> None:
         """Run an effect inside the completing transaction, refusing any statement of

@@ -79,16 +79,19 @@ RUNS = {
         _each_row(
             sql.FAIL,
             lambda i, final=final: {
-                "final": final, "retry_at": NOW + 5, "now": NOW, "error": "e", "id": i, "token": "tok"
+                "final": final,
+                "retry_at": NOW + 5,
+                "now": NOW,
+                "error": "e",
+                "id": i,
+                "token": "tok",
             },
         )
         for final in (0, 1)
     ],
     "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok"))],
     "RELEASE": [_each_row(sql.RELEASE, lambda i: {"now": NOW, "id": i, "token": "tok"})],
-    "COMPLETE_MANY": [
-        _once(sql.COMPLETE_MANY, {"now": NOW, "ids": json.dumps(list(range(1, 17))), "token": "tok"})
-    ],
+    "COMPLETE_MANY": [_once(sql.complete_many(16), (NOW, *range(1, 17), "tok"))],
     "PUT_BACK": [
         _each_row(sql.PUT_BACK, lambda i: {"now": NOW, "delay": 10, "note": "n", "id": i, "token": "tok"})
     ],
@@ -122,8 +125,10 @@ def writing_statements():
         name
         for name, value in vars(sql).items()
         # _CLAIM and _CLAIM_NEXT are the templates of CLAIM and CLAIM_NEXT (and their scopes)
-        if name.isupper() and not name.startswith("_")
-        and isinstance(value, str) and value.lstrip().startswith(("UPDATE", "INSERT"))
+        if name.isupper()
+        and not name.startswith("_")
+        and isinstance(value, str)
+        and value.lstrip().startswith(("UPDATE", "INSERT"))
     )
 
 
