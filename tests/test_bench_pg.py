@@ -68,6 +68,9 @@ def test_the_whole_run_reports_both_backends_and_both_ways(pg_url, tmp_path, mon
     assert {row["mode"] for row in results["latency"]} == {"listen", "poll_50ms"}
     text = pg.report(results)
     assert "PG / SQLite" in text and "LISTEN/NOTIFY" in text
+    # The two sides' durability, read from the server, is said beside the figures.
+    assert results["meta"]["durability"]["postgresql"].startswith("fsync=on, synchronous_commit=on")
+    assert "PostgreSQL: fsync=on" in text and "SQLite: WAL, synchronous=NORMAL" in text
     json.dumps(results)  # writable as it is
 
 

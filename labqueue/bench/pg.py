@@ -339,6 +339,7 @@ def run(
             progress(f"pick-up latency: {mode.label}, {sizes.latency_jobs} jobs")
             latency.append(pickup_latency(url, mode, sizes, rng))
         server_version = server_version_of(url)
+        durability = durability_of(url)
     return {
         "meta": {
             "what": "no-op jobs drained by N worker processes (labqueue.worker.run) on each backend, and "
@@ -347,6 +348,10 @@ def run(
             "seconds": round(time.time() - started, 1),
             "sqlite": sqlite3.sqlite_version,
             "postgresql": server_version,
+            # Not the same promise: PostgreSQL flushes its log to disk at every commit
+            # (fsync, synchronous_commit on); SQLite in WAL with synchronous=NORMAL does not
+            # (a power cut may lose the last commits, never corrupt the file).
+            "durability": durability,
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
@@ -357,6 +362,19 @@ def run(
         "summary": summarize(runs),
         "latency": latency,
         "runs": runs,
+    }
+
+
+def durability_of(url: str) -> dict[str, str]:
+    """How each side makes a commit durable in this run, read from the server itself."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        fsync = db.execute("SHOW fsync").fetchone()[0]
+        commit = db.execute("SHOW synchronous_commit").fetchone()[0]
+    return {
+        "postgresql": f"fsync={fsync}, synchronous_commit={commit}: the log is flushed at every commit",
+        "sqlite": "WAL, synchronous=NORMAL: a commit is not flushed (the WAL is, at each checkpoint)",
     }
 
 
@@ -389,6 +407,9 @@ def report(results: dict[str, Any]) -> str:
         f"({meta['cpus']} CPUs, load {meta['load_average']}, PostgreSQL {meta['postgresql']}, "
         f"SQLite {meta['sqlite']}: figures move with load, compare them within one run)"
     )
+    if "durability" in meta:
+        lines.append(f"PostgreSQL: {meta['durability']['postgresql']}")
+        lines.append(f"SQLite: {meta['durability']['sqlite']}")
     return "\n".join(lines)
 
 

@@ -415,7 +415,7 @@ def missing_peers(keys: Sequence[str]) -> list[str]:
 
 
 # The bench's other parts, each with a command line of its own: `labqueue bench pg ...`.
-PARTS = {"pg": "labqueue.bench.pg", "wakeup": "labqueue.bench.wakeup"}
+PARTS = {"pg": "labqueue.bench.pg", "wakeup": "labqueue.bench.wakeup", "figures": "labqueue.bench.published"}
 
 
 def main(argv: list[str] | None = None) -> int:

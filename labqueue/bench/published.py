@@ -1,0 +1,202 @@
+"""The benchmark figures README.md publishes, written from the data files the benchmarks
+save, never typed by hand.
+
+    python -m labqueue.bench figures            run the three benchmarks, save data/, rewrite README
+    python -m labqueue.bench figures --readme   rewrite README's figures from the saved data/ only
+
+Each figure paragraph of the README sits between two markers,
+
+    <!-- figures: bench -->  ...  <!-- /figures -->
+
+and is the text `render(name, results)` makes from its data file, so a test can check that
+every published figure is the saved run's (tests/test_published_figures.py), and a new run
+rewrites them all at once. Each paragraph names its data file, the date, the CPUs and the
+load of the run that made it: figures move with the machine's load, ratios within a run
+much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .report import DATA_FILE, paired_ratio
+
+DATA = DATA_FILE.parent
+README = DATA.parent / "README.md"
+FILES = {
+    "bench": "bench_results.json",
+    "bench_pg": "bench_pg.json",
+    "wakeup": "bench_wakeup_worker.json",
+}
+# How each data file is made: the command `figures` runs (as `python -m ...`).
+COMMANDS = {
+    "bench": ["labqueue.bench"],
+    "bench_pg": ["labqueue.bench", "pg"],
+    "wakeup": [
+        "labqueue.bench",
+        "wakeup",
+        "--real-worker",
+        "--idle",
+        "20",
+        "--out",
+        str(DATA / FILES["wakeup"]),
+    ],
+}
+BLOCK = re.compile(r"(<!-- figures: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(\n<!-- /figures -->)", re.DOTALL)
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
+
+
+def _load(meta: dict[str, Any]) -> str:
+    load = meta.get("load_average")
+    return "load unknown" if not load else f"load {load[0]:.2f}"
+
+
+def render_bench(results: dict[str, Any]) -> str:
+    meta, runs = results["meta"], results["runs"]
+    row = {(r["contender"], r["procs"]): r for r in results["summary"]}
+    procs = sorted({p for (key, p) in row if key == "labqueue_b10"})
+    sizes = meta["sizes"]
+
+    def speeds(key: str) -> str:
+        return " / ".join(_n(row[key, p]["median_jobs_per_s"]) for p in procs)
+
+    def ratios(other: str) -> str:
+        return " / ".join(_x(paired_ratio(runs, "labqueue_b10", other, p)) for p in procs)
+
+    return (
+        f"One run (`data/bench_results.json`, {meta['date'][:10]}, {meta['cpus']} CPUs, {_load(meta)}; "
+        f"{sizes['jobs']:,} no-op jobs per drain, {sizes['rounds']} rounds, medians; a ratio is the "
+        f"median of the rounds' paired ratios), with {' / '.join(map(str, procs))} worker process(es): "
+        f"labqueue's worker loop at batch 10 drains {speeds('labqueue_b10')} jobs/s, "
+        f"{ratios('tutorial_l1')} the tutorial's statements ({speeds('tutorial_l1')} jobs/s), "
+        + (
+            f"{ratios('huey_worker')} huey's worker path (`dequeue()` + `execute()`: "
+            f"{speeds('huey_worker')} jobs/s) and "
+            if ("huey_worker", procs[0]) in row
+            else "and "  # a run from before the bench raced huey's worker path
+        )
+        + f"{ratios('huey')} huey's storage calls alone ({speeds('huey')} jobs/s). "
+        "huey deletes a job as it hands it out (no lease: a worker that dies mid-job loses it); "
+        "labqueue leases it and fences its completion. Every contender ran in WAL with synchronous=NORMAL."
+    )
+
+
+def render_bench_pg(results: dict[str, Any]) -> str:
+    meta, summary = results["meta"], results["summary"]
+    latency = {row["mode"]: row for row in results["latency"]}
+    sizes = meta["sizes"]
+    procs = " / ".join(str(r["procs"]) for r in summary)
+    duplicates = sum(r["duplicates"] for r in summary)
+    durability = (
+        " PostgreSQL flushed its log at every commit (fsync and synchronous_commit on), SQLite in WAL"
+        " with synchronous=NORMAL does not: not the same promise on a power cut."
+        if "durability" in meta
+        else ""
+    )
+    return (
+        f"One run (`data/bench_pg.json`, {meta['date'][:10]}, {meta['cpus']} CPUs, {_load(meta)}; "
+        f"{sizes['jobs']:,} jobs per drain, {sizes['rounds']} rounds, medians): SQLite "
+        f"{' / '.join(_n(r['sqlite_jobs_per_s']) for r in summary)} jobs/s with {procs} workers, "
+        f"PostgreSQL {' / '.join(_n(r['postgres_jobs_per_s']) for r in summary)}, PostgreSQL/SQLite "
+        f"{' / '.join(_x(r['ratio_pg_to_sqlite']) for r in summary)}, {duplicates} duplicates; pick-up "
+        f"median {_ms(latency['listen']['median_ms'])} ms with LISTEN/NOTIFY against "
+        f"{_ms(latency['poll_50ms']['median_ms'])} ms polling every 50 ms.{durability}"
+    )
+
+
+def render_wakeup(results: dict[str, Any]) -> str:
+    modes = {row["mode"]: row for row in results["modes"]}
+    sizes, machine = results["sizes"], results["machine"]
+
+    def median(mode: str) -> str:
+        return _ms(modes[mode]["median_ms"])
+
+    return (
+        f"One run ({sizes['jobs']} jobs, {sizes['idle_seconds']:g} s idle, {machine['cpus']} CPUs, "
+        f"load {machine['load_1min_after']:.2f} after, `data/bench_wakeup_worker.json`): median pick-up "
+        f"{median('wakeup')} ms with hints, {median('poll_50ms')} ms polling every 50 ms, "
+        f"{median('poll_1s')} ms polling every second; idle CPU "
+        f"{modes['wakeup']['idle_cpu_ms_per_s']:.1f} ms/s against "
+        f"{modes['poll_50ms']['idle_cpu_ms_per_s']:.1f} ms/s for the 50 ms poller."
+    )
+
+
+RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
+    "bench": render_bench,
+    "bench_pg": render_bench_pg,
+    "wakeup": render_wakeup,
+}
+
+
+def render(name: str, data: Path = DATA) -> str:
+    """The paragraph `name` as its saved data file says it, wrapped at 100 columns."""
+    text = RENDER[name](json.loads((data / FILES[name]).read_text()))
+    return _wrap(text)
+
+
+def _wrap(text: str, width: int = 100) -> str:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join([*lines, line])
+
+
+def blocks(readme: str) -> dict[str, str]:
+    """The figure paragraphs README holds, by name."""
+    return {m["name"]: m["body"] for m in BLOCK.finditer(readme)}
+
+
+def rewrite(readme: Path = README, data: Path = DATA) -> list[str]:
+    """Rewrite every figure paragraph of `readme` from `data`; the names that changed."""
+    text = readme.read_text()
+    changed: list[str] = []
+
+    def fresh(match: re.Match[str]) -> str:
+        body = render(match["name"], data)
+        if body != match["body"]:
+            changed.append(match["name"])
+        return f"{match.group(1)}{body}{match.group(4)}"
+
+    new = BLOCK.sub(fresh, text)
+    if new != text:
+        readme.write_text(new)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labqueue.bench figures",
+        description="Run the benchmarks whose figures README.md publishes, save them in data/, "
+        "and rewrite README's figure paragraphs from them.",
+    )
+    parser.add_argument("--readme", action="store_true", help="only rewrite README from the saved data/")
+    args = parser.parse_args(argv)
+    if not args.readme:
+        for name, command in COMMANDS.items():
+            print(f"== {name}: python -m {' '.join(command)}", flush=True)
+            subprocess.run([sys.executable, "-m", *command], check=True)
+    changed = rewrite()
+    print(f"README.md: {', '.join(changed) if changed else 'no'} figure paragraph(s) rewritten")
+    return 0
