@@ -33,12 +33,14 @@ README = DATA.parent / "README.md"
 FILES = {
     "bench": "bench_results.json",
     "bench_pg": "bench_pg.json",
+    "bench_pg_peers": "bench_pg_peers.json",
     "wakeup": "bench_wakeup_worker.json",
 }
 # How each data file is made: the command `figures` runs (as `python -m ...`).
 COMMANDS = {
     "bench": ["labqueue.bench"],
     "bench_pg": ["labqueue.bench", "pg"],
+    "bench_pg_peers": ["labqueue.bench", "pg-peers"],
     "wakeup": [
         "labqueue.bench",
         "wakeup",
@@ -122,6 +124,31 @@ def render_bench_pg(results: dict[str, Any]) -> str:
     )
 
 
+def render_bench_pg_peers(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    row = {(r["contender"], r["procs"]): r for r in results["summary"]}
+    procs = sorted({p for (key, p) in row if key == "labqueue"})
+    sizes = meta["sizes"]
+
+    def speeds(key: str) -> str:
+        return " / ".join(_n(row[key, p]["median_jobs_per_s"]) for p in procs)
+
+    def ratios(key: str) -> str:
+        return " / ".join(_x(row[key, p]["labqueue_ratio"]) for p in procs)
+
+    return (
+        f"One run (`data/bench_pg_peers.json`, {meta['date'][:10]}, {meta['cpus']} CPUs, {_load(meta)}; "
+        f"{sizes['jobs']:,} jobs per drain, {sizes['rounds']} rounds, medians; each drain timed until the "
+        f"store held every job as finished; PostgreSQL {meta['postgresql']} with fsync and "
+        f"synchronous_commit on), with {' / '.join(map(str, procs))} worker process(es): labqueue's "
+        f"worker loop drains {speeds('labqueue')} jobs/s, pgqueuer {meta['pgqueuer']} "
+        f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it, paired per round), and a bare SKIP "
+        f"LOCKED loop that marks ten jobs done as it takes them {speeds('bare')} (labqueue "
+        f"{ratios('bare')} that bound). pgqueuer's completion is logged in batches and not fenced by a "
+        "token; the bare loop has no lease at all, so a worker that dies loses what it took."
+    )
+
+
 def render_wakeup(results: dict[str, Any]) -> str:
     modes = {row["mode"]: row for row in results["modes"]}
     sizes, machine = results["sizes"], results["machine"]
@@ -142,6 +169,7 @@ def render_wakeup(results: dict[str, Any]) -> str:
 RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench": render_bench,
     "bench_pg": render_bench_pg,
+    "bench_pg_peers": render_bench_pg_peers,
     "wakeup": render_wakeup,
 }
 

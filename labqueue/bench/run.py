@@ -415,7 +415,12 @@ def missing_peers(keys: Sequence[str]) -> list[str]:
 
 
 # The bench's other parts, each with a command line of its own: `labqueue bench pg ...`.
-PARTS = {"pg": "labqueue.bench.pg", "wakeup": "labqueue.bench.wakeup", "figures": "labqueue.bench.published"}
+PARTS = {
+    "pg": "labqueue.bench.pg",
+    "pg-peers": "labqueue.bench.pg_peers",
+    "wakeup": "labqueue.bench.wakeup",
+    "figures": "labqueue.bench.published",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

