@@ -231,13 +231,16 @@ def _queue_now(q: JobQueue) -> float:
     return q.clock() if q.clock is not None else q.server_time()
 
 
-def _batch_clock(q: JobQueue, monotonic: Callable[[], float]) -> Callable[[], float]:
-    """The queue's time during one batch: a clock passed in is read as it is; a database
-    server's clock is read once, then carried forward on this machine's monotonic clock,
-    so the lease check before each job costs no round trip."""
+def _batch_clock(q: JobQueue, jobs: Sequence[Job], monotonic: Callable[[], float]) -> Callable[[], float]:
+    """The queue's time during one batch: a clock passed in is read as it is. A database
+    server's clock is not read at all: the claim (or renewal) that just handed out `jobs`
+    wrote their deadline as the server's time then plus the lease, so that time is the
+    deadline less the lease, carried forward on this machine's monotonic clock. The lease
+    check before each job costs no round trip, and a batch costs none for its clock."""
     if q.clock is not None:
         return q.clock
-    start, began = q.server_time(), monotonic()
+    start = jobs[0].lease_expires_at - q.lease_seconds if jobs else q.server_time()
+    began = monotonic()
     return lambda: start + (monotonic() - began)
 
 
@@ -269,7 +272,7 @@ def work_batch(
     timings: dict[int, tuple[float, float]] = {}  # job id: (when it ended, how long it ran)
     last_commit = monotonic()
     ran = 0
-    queue_now = call(_batch_clock, q, monotonic)
+    queue_now = call(_batch_clock, q, pending, monotonic)
 
     def report(claim: tuple | None = None) -> list[Job]:
         nonlocal finished, last_commit
@@ -290,7 +293,7 @@ def work_batch(
             if finished:
                 report()
             pending = call(q.extend, pending)
-            queue_now = call(_batch_clock, q, monotonic)
+            queue_now = call(_batch_clock, q, pending, monotonic)
             continue
         job, began = pending.pop(0), monotonic()
         finished.append(run_handler(q, job, handlers))

@@ -281,7 +281,9 @@ def test_keepalive_renews_a_postgresql_lease(pg_url, pgq, pg_schema):
     assert pgq.job(job.id).visible_at > job.lease_expires_at
 
 
-def test_the_worker_reads_the_servers_clock_once_per_batch(pgq, monkeypatch):
+def test_a_batch_costs_no_read_of_the_servers_clock(pgq, monkeypatch):
+    """The claim wrote each deadline as the server's time plus the lease: the worker
+    takes its batch clock from that, and the lease check before each job from there."""
     from labqueue import worker
 
     pgq.enqueue_many("noop", [{} for _ in range(10)])
@@ -292,8 +294,21 @@ def test_the_worker_reads_the_servers_clock_once_per_batch(pgq, monkeypatch):
     ran, _ = worker.work_batch(
         pgq, batch, {"noop": lambda job, q: None}, claim_for=lambda n: None, stop=worker.StopFlag()
     )
-    assert ran == 10 and len(reads) == 1
+    assert ran == 10 and reads == []
     assert pgq.counts()["done"] == 10
+
+
+def test_the_batch_clock_starts_at_the_claims_own_time(pgq):
+    from labqueue import worker
+
+    pgq.enqueue("noop", {})
+    before = pgq.server_time()
+    batch = pgq.claim_batch("w", 10)
+    after = pgq.server_time()
+    ticks = iter([5.0, 5.0, 7.5])
+    now = worker._batch_clock(pgq, batch, lambda: next(ticks))
+    assert before <= now() <= after  # the server's time at the claim, read from the deadline
+    assert now() == pytest.approx(batch[0].lease_expires_at - pgq.lease_seconds + 2.5)
 
 
 def test_the_command_prints_one_line_for_a_postgresql_error(pg_url, capsys):

@@ -102,7 +102,11 @@ QUICK = Sizes(jobs=200, rounds=1, procs=(1, 2))
 
 
 def load(key: str, url: str, jobs: int) -> None:
-    """Put `jobs` no-op jobs, payload {"n": i}, into the fresh database `url`."""
+    """Put `jobs` no-op jobs, payload {"n": i}, into the fresh database `url`, then ANALYZE
+    it, for every contender alike: a table loaded a moment ago has no statistics yet, and
+    with none the planner may sort every ready row at each claim instead of walking the
+    index (until autovacuum analyzes the table, within about a minute). The race measures
+    the queues as they run once it has."""
     import psycopg
 
     if key == "labqueue":
@@ -116,6 +120,8 @@ def load(key: str, url: str, jobs: int) -> None:
         with psycopg.connect(url, autocommit=True) as db:
             db.execute(BARE_TABLE)
             db.execute(BARE_LOAD, (jobs,))
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("ANALYZE")
 
 
 def left_in_store(key: str, url: str) -> int:
@@ -290,6 +296,16 @@ def races(
     return runs
 
 
+def round_ratios(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> list[float]:
+    """key's jobs/s over other's, round by round."""
+    speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
+    return [
+        round(v / speed[other, rnd], 2)
+        for (k, rnd), v in speed.items()
+        if k == key and v and speed.get((other, rnd))
+    ]
+
+
 def paired(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
     """The median over rounds of key's jobs/s over other's in the same round."""
     speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
@@ -312,6 +328,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "rounds": len(group),
             "median_jobs_per_s": round(statistics.median(r["jobs_per_s"] or 0.0 for r in group), 1),
             "labqueue_ratio": None if key == "labqueue" else paired(runs, "labqueue", key, procs),
+            "labqueue_ratio_rounds": [] if key == "labqueue" else round_ratios(runs, "labqueue", key, procs),
             "duplicates": sum(r["duplicates"] for r in group),
             "missed": sum(r["missed"] for r in group),
             "left_in_store": sum(r["left_in_store"] for r in group),

@@ -136,13 +136,18 @@ def render_bench_pg_peers(results: dict[str, Any]) -> str:
     def ratios(key: str) -> str:
         return " / ".join(_x(row[key, p]["labqueue_ratio"]) for p in procs)
 
+    def spread(key: str) -> str:
+        ranges = [sorted(row[key, p].get("labqueue_ratio_rounds") or [0.0]) for p in procs]
+        return " / ".join(f"{r[0]:.2f}-{r[-1]:.2f}x" for r in ranges)
+
     return (
         f"One run (`data/bench_pg_peers.json`, {meta['date'][:10]}, {meta['cpus']} CPUs, {_load(meta)}; "
         f"{sizes['jobs']:,} jobs per drain, {sizes['rounds']} rounds, medians; each drain timed until the "
         f"store held every job as finished; PostgreSQL {meta['postgresql']} with fsync and "
         f"synchronous_commit on), with {' / '.join(map(str, procs))} worker process(es): labqueue's "
         f"worker loop drains {speeds('labqueue')} jobs/s, pgqueuer {meta['pgqueuer']} "
-        f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it, paired per round), and a bare SKIP "
+        f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it: the median of paired rounds that ranged "
+        f"{spread('pgqueuer')}), and a bare SKIP "
         f"LOCKED loop that marks ten jobs done as it takes them {speeds('bare')} (labqueue "
         f"{ratios('bare')} that bound). pgqueuer's completion is logged in batches and not fenced by a "
         "token; the bare loop has no lease at all, so a worker that dies loses what it took."

@@ -329,6 +329,30 @@ def published_latency() -> Any:
     return pd.DataFrame(rows).set_index("an idle worker waits by")
 
 
+def published_peers() -> Any:
+    """The saved `labqueue bench pg-peers` run: each contender's median jobs/s with 1 and 4
+    workers, labqueue's paired ratio to it, and what it promises about a job; or None."""
+    import json
+
+    import pandas as pd
+
+    try:
+        results = json.loads(data_file("bench_pg_peers.json").read_text())
+    except FileNotFoundError:
+        return None
+    rows = [
+        {
+            "contender": row["label"],
+            "workers": row["procs"],
+            "jobs/s": round(row["median_jobs_per_s"]),
+            "labqueue / it": "-" if row["labqueue_ratio"] is None else f"{row['labqueue_ratio']:.2f}x",
+            "what it promises about a job": row["guarantee"],
+        }
+        for row in sorted(results["summary"], key=lambda r: (r["procs"], -r["median_jobs_per_s"]))
+    ]
+    return pd.DataFrame(rows).set_index(["workers", "contender"])
+
+
 COLOURS = {"sqlite": "#1f77b4", "postgres": "#c44e52"}
 
 

@@ -88,6 +88,17 @@ def test_the_published_run_has_both_backends_at_every_worker_count():
     assert meta["sizes"]["jobs"] >= 1000
 
 
+def test_the_published_peers_table_says_what_each_contender_promises():
+    table = lab.published_peers()
+    assert table is not None
+    assert list(table.columns) == ["jobs/s", "labqueue / it", "what it promises about a job"]
+    assert {workers for workers, _ in table.index} == {1, 4}
+    contenders = {name for _, name in table.index}
+    assert any("pgqueuer" in name for name in contenders) and any("labqueue" in name for name in contenders)
+    assert table["what it promises about a job"].str.len().gt(20).all()
+    assert (table["jobs/s"] > 0).all()
+
+
 def test_only_the_servers_clock_keeps_skewed_machines_honest(server, tmp_path):
     rows = {row.deadlines: row for row in lab.clock_skew(server.url, skew=60.0, lease=0.5, folder=tmp_path)}
     local = [lab.SKEW_CASES["sqlite"], lab.SKEW_CASES["pg_local"]]
