@@ -28,8 +28,6 @@ import contextlib
 import functools
 import json
 import multiprocessing as mp
-import os
-import platform
 import random
 import shutil
 import sqlite3
@@ -49,6 +47,7 @@ from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
 from ..queue import JobQueue
 from ..worker import positive_seconds, whole_number
+from .tally import machine, tally
 from .wakeup import nearest_rank
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg.json"
@@ -168,19 +167,7 @@ def drain(backend: str, where: str, jobs: int, procs: int) -> dict[str, Any]:
     )
     seconds = max(r[1] for r in reports) - start
     seen = [n for r in reports for n in r[2]]
-    distinct = len(set(seen))
-    return {
-        "backend": backend,
-        "procs": procs,
-        "jobs": jobs,
-        "deliveries": len(seen),
-        "distinct": distinct,
-        "duplicates": len(seen) - distinct,
-        "missed": jobs - distinct,
-        "left_in_store": left_in_store(location),
-        "seconds": round(seconds, 4),
-        "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
-    }
+    return {"backend": backend, "procs": procs, **tally(seen, jobs, seconds, left_in_store(location))}
 
 
 def drain_rates(
@@ -212,9 +199,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     per-round ratios PostgreSQL / SQLite."""
     rows = []
     for procs in sorted({r["procs"] for r in runs}):
-        speed = {
-            (r["backend"], r["round"]): r["jobs_per_s"] or 0.0 for r in runs if r["procs"] == procs
-        }
+        speed = {(r["backend"], r["round"]): r["jobs_per_s"] or 0.0 for r in runs if r["procs"] == procs}
         rounds = sorted({rnd for _, rnd in speed})
         ratios = [
             speed["postgres", rnd] / speed["sqlite", rnd]
@@ -354,10 +339,7 @@ def run(
             # (fsync, synchronous_commit on); SQLite in WAL with synchronous=NORMAL does not
             # (a power cut may lose the last commits, never corrupt the file).
             "durability": durability,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+            **machine(),
             "sizes": asdict(sizes),
             "quick": quick,
         },

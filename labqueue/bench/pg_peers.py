@@ -27,7 +27,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -43,6 +42,7 @@ from ..errors import InvalidArgument
 from ..procs import run_together
 from ..worker import whole_number
 from .pg import durability_of, server_database, server_version_of
+from .tally import machine, tally
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg_peers.json"
 LEASE_SECONDS = 60.0
@@ -261,18 +261,10 @@ def race(key: str, server: str, jobs: int, procs: int) -> dict[str, Any]:
     exited = max(r[1] for r in reports) - start
     seconds = finished_at[0] - start if finished_at else exited
     seen = [n for r in reports for n in r[2]]
-    distinct = len(set(seen))
     return {
         "contender": key,
         "procs": procs,
-        "jobs": jobs,
-        "deliveries": len(seen),
-        "distinct": distinct,
-        "duplicates": len(seen) - distinct,
-        "missed": jobs - distinct,
-        "left_in_store": left,
-        "seconds": round(seconds, 4),
-        "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
+        **tally(seen, jobs, seconds, left),
         "workers_exited_s": round(exited, 4),
     }
 
@@ -375,10 +367,7 @@ def run(
             "postgresql": version,
             "durability": durability["postgresql"],
             "pgqueuer": _version("pgqueuer"),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+            **machine(),
             "sizes": asdict(sizes),
             "quick": quick,
         },

@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import platform
 import shutil
 import sqlite3
 import statistics
@@ -41,6 +39,7 @@ from ..sql import SCHEMA
 from .contenders import CONTENDERS, SAME, TutorialStatements, child
 from .profile import profile
 from .report import DATA_FILE, report, targets
+from .tally import machine, tally
 
 BASELINE = "tutorial_l1"
 RUN_TIMEOUT_SECONDS = 600.0
@@ -94,18 +93,11 @@ def race(key: str, jobs: int, procs: int, folder: Path) -> dict[str, Any]:
     )
     seconds = max(r[2] for r in reports) - start
     seen = [n for r in reports for n in r[3]]
-    distinct = len(set(seen))
     left = contender.left(folder)  # the store itself, read back after the drain
     return {
         "contender": key,
         "procs": procs,
-        "jobs": jobs,
-        "deliveries": len(seen),
-        "distinct": distinct,
-        "missed": jobs - distinct,
-        "left_in_store": left,
-        "seconds": round(seconds, 4),
-        "jobs_per_s": round(distinct / seconds, 1) if seconds > 0 else None,
+        **tally(seen, jobs, seconds, left),
         "per_process": sorted((len(r[3]) for r in reports), reverse=True),
     }
 
@@ -367,10 +359,7 @@ def run_bench(
             "seconds": round(time.time() - started, 1),
             "settings": SAME + " for every contender (see each row's settings)",
             "sqlite": sqlite3.sqlite_version,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_average": _load_average(),
+            **machine(),
             "sizes": sizes.as_dict(),
             "baseline": BASELINE,
             "quick": quick,
@@ -383,13 +372,6 @@ def run_bench(
     }
     results["targets"] = targets(results)
     return results
-
-
-def _load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
 
 
 def _whole(name: str, value: object) -> None:
