@@ -46,3 +46,17 @@ def test_paired_ratios_are_taken_within_each_round():
 def test_bad_sizes_are_refused_with_the_value(bad):
     with pytest.raises(pg_peers.InvalidArgument, match="got"):
         pg_peers.Sizes(**bad)
+
+
+def test_pgqueuer_loads_from_a_process_already_running_an_event_loop(pg_url):
+    """A notebook kernel, or a test process driving a browser, runs an event loop already."""
+    import asyncio
+
+    from labqueue.bench.pg import server_database
+
+    async def inside_a_running_loop() -> int:
+        with server_database(pg_url) as url:
+            pg_peers.load("pgqueuer", url, 5)
+            return pg_peers.left_in_store("pgqueuer", url)
+
+    assert asyncio.run(inside_a_running_loop()) == 5

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -31,11 +32,11 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import worker
 from ..errors import InvalidArgument
@@ -50,6 +51,7 @@ BATCH = 10
 START_TIMEOUT_SECONDS = 120.0
 RUN_TIMEOUT_SECONDS = 600.0
 TARGET = 1.5  # labqueue's drain against pgqueuer's, paired within each round
+T = TypeVar("T")
 
 LABELS = {
     "labqueue": "labqueue worker loop (batch 10)",
@@ -115,7 +117,7 @@ def load(key: str, url: str, jobs: int) -> None:
         with PgJobQueue(url) as q:
             q.enqueue_many("noop", ({"n": i} for i in range(jobs)))
     elif key == "pgqueuer":
-        asyncio.run(_pgqueuer_load(url, jobs))
+        _run_async(_pgqueuer_load(url, jobs))
     else:
         with psycopg.connect(url, autocommit=True) as db:
             db.execute(BARE_TABLE)
@@ -130,6 +132,14 @@ def left_in_store(key: str, url: str) -> int:
 
     with psycopg.connect(url) as db:
         return db.execute(LEFT[key]).fetchone()[0]
+
+
+def _run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run pgqueuer's coroutine to its end on an event loop of its own, in a thread of its
+    own: the caller may already be running a loop (a notebook, or a test process that drives
+    a browser), where asyncio.run() refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 async def _pgqueuer_load(url: str, jobs: int) -> None:
@@ -165,7 +175,7 @@ def drain_labqueue(url: str, name: str) -> list[int]:
 
 
 def drain_pgqueuer(url: str, name: str) -> list[int]:
-    return asyncio.run(_pgqueuer_drain(url))
+    return _run_async(_pgqueuer_drain(url))
 
 
 async def _pgqueuer_drain(url: str) -> list[int]:
