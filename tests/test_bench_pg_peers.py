@@ -51,6 +51,7 @@ def test_bad_sizes_are_refused_with_the_value(bad):
 def test_pgqueuer_loads_from_a_process_already_running_an_event_loop(pg_url):
     """A notebook kernel, or a test process driving a browser, runs an event loop already."""
     import asyncio
+    import concurrent.futures
 
     from labqueue.bench.pg import server_database
 
@@ -59,4 +60,6 @@ def test_pgqueuer_loads_from_a_process_already_running_an_event_loop(pg_url):
             pg_peers.load("pgqueuer", url, 5)
             return pg_peers.left_in_store("pgqueuer", url)
 
-    assert asyncio.run(inside_a_running_loop()) == 5
+    # A thread of the test's own, where no loop runs yet (this process may run one already).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        assert pool.submit(asyncio.run, inside_a_running_loop()).result() == 5
