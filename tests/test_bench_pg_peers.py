@@ -39,7 +39,7 @@ def test_paired_ratios_are_taken_within_each_round():
         {"contender": "labqueue", "procs": 1, "round": 2, "jobs_per_s": 1000.0},
         {"contender": "pgqueuer", "procs": 1, "round": 2, "jobs_per_s": 500.0},
     ]
-    assert pg_peers.paired(runs, "labqueue", "pgqueuer", 1) == 2.5  # median of 3.0 and 2.0
+    assert pg_peers.paired_ratio(runs, "labqueue", "pgqueuer", 1) == 2.5  # median of 3.0 and 2.0
 
 
 @pytest.mark.parametrize("bad", [{"jobs": 0}, {"rounds": 1.5}, {"procs": ()}, {"procs": (0,)}])

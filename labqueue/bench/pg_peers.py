@@ -27,7 +27,6 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import json
-import os
 import statistics
 import sys
 import threading
@@ -43,6 +42,7 @@ from ..errors import InvalidArgument
 from ..procs import run_together
 from ..worker import whole_number
 from .pg import durability_of, server_database, server_version_of
+from .report import paired_ratio, round_ratios
 from .tally import machine, tally
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg_peers.json"
@@ -298,25 +298,6 @@ def races(
     return runs
 
 
-def round_ratios(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> list[float]:
-    """key's jobs/s over other's, round by round."""
-    speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
-    return [
-        round(v / speed[other, rnd], 2)
-        for (k, rnd), v in speed.items()
-        if k == key and v and speed.get((other, rnd))
-    ]
-
-
-def paired(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
-    """The median over rounds of key's jobs/s over other's in the same round."""
-    speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
-    ratios = [
-        v / speed[other, rnd] for (k, rnd), v in speed.items() if k == key and v and speed.get((other, rnd))
-    ]
-    return round(statistics.median(ratios), 2) if ratios else None
-
-
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for run in runs:
@@ -329,8 +310,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "procs": procs,
             "rounds": len(group),
             "median_jobs_per_s": round(statistics.median(r["jobs_per_s"] or 0.0 for r in group), 1),
-            "labqueue_ratio": None if key == "labqueue" else paired(runs, "labqueue", key, procs),
-            "labqueue_ratio_rounds": [] if key == "labqueue" else round_ratios(runs, "labqueue", key, procs),
+            "labqueue_ratio": None if key == "labqueue" else paired_ratio(runs, "labqueue", key, procs),
+            "labqueue_ratio_rounds": []
+            if key == "labqueue"
+            else [round(x, 2) for x in round_ratios(runs, "labqueue", key, procs)],
             "duplicates": sum(r["duplicates"] for r in group),
             "missed": sum(r["missed"] for r in group),
             "left_in_store": sum(r["left_in_store"] for r in group),
@@ -364,7 +347,7 @@ def run(
         if server is None:
             from ..postgres.server import throwaway_server
 
-            server = os.environ.get("LABQUEUE_PG_URL") or stack.enter_context(throwaway_server())
+            server = stack.enter_context(throwaway_server())  # LABQUEUE_PG_URL's server, if set
         runs = races(server, sizes, list(keys), progress)
         version, durability = server_version_of(server), durability_of(server)
     summary = summarize(runs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,20 @@ TARGETS = {"worker_loop_ratio": 5.0, "huey_worker_ratio": 3.0, "empty_poll_ratio
 LOG_TICKS = (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 
 
-def paired_ratio(runs: list[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
-    """The median over rounds of key's jobs/s divided by other's in the same round (a
-    slow spell on the machine hits both drains of a round, so it cancels out)."""
+def round_ratios(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> list[float]:
+    """key's jobs/s divided by other's, round by round, at `procs` processes."""
     speed = {(r["contender"], r["round"]): r["jobs_per_s"] for r in runs if r["procs"] == procs}
-    ratios = [
+    return [
         value / speed[other, rnd]
         for (name, rnd), value in speed.items()
         if name == key and value and speed.get((other, rnd))
     ]
+
+
+def paired_ratio(runs: Sequence[dict[str, Any]], key: str, other: str, procs: int) -> float | None:
+    """The median over rounds of key's jobs/s divided by other's in the same round (a
+    slow spell on the machine hits both drains of a round, so it cancels out)."""
+    ratios = round_ratios(runs, key, other, procs)
     return round(statistics.median(ratios), 2) if ratios else None
 
 
