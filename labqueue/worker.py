@@ -280,16 +280,20 @@ def work_batch(
         outcomes, nxt = call(
             q.settle, finished, claim_for=worker, limit=size, queues=scope[0] if scope else None
         )
+        quiet = not log.isEnabledFor(joblog.success_level)  # then a plain success has no line
         for done, outcome in zip(finished, outcomes, strict=True):
-            _log_outcome(q, done, outcome, worker=worker, timing=timings.pop(done.job.id, None))
+            if not (quiet and outcome == "done" and done.error is None):
+                _log_outcome(q, done, outcome, worker=worker, timing=timings.get(done.job.id))
+        timings.clear()  # it held the jobs just reported, and no others
         finished, last_commit = [], monotonic()
         return nxt
 
+    half_lease = q.lease_seconds / 2
     while pending:
         if stop.requested and ran > 0:  # the job in hand runs; the rest are given back
             call(q.release, pending)
             break
-        if pending[0].lease_expires_at - queue_now() < q.lease_seconds / 2:
+        if pending[0].lease_expires_at - queue_now() < half_lease:
             if finished:
                 report()
             pending = call(q.extend, pending)
@@ -297,9 +301,10 @@ def work_batch(
             continue
         job, began = pending.pop(0), monotonic()
         finished.append(run_handler(q, job, handlers))
-        timings[job.id] = (time.time(), monotonic() - began)
+        ended = monotonic()
+        timings[job.id] = (time.time(), ended - began)
         ran += 1
-        if pending and monotonic() - last_commit >= commit_interval:
+        if pending and ended - last_commit >= commit_interval:
             report()
     return ran, report(None if stop.requested else claim_for(ran))
 

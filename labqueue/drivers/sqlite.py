@@ -103,6 +103,7 @@ class SqliteDriver:
         # no cursor or Row object per statement on the hot path.
         self._hot = self.db.cursor()
         self._hot.row_factory = None
+        self._own_cursor = self.db.cursor()  # BEGIN, COMMIT and ROLLBACK: no new cursor each time
         # Consulted by SQLite only when it prepares a statement, so it costs the cached
         # statements of the hot path nothing.
         self._guard = _EffectGuard()
@@ -200,7 +201,7 @@ class SqliteDriver:
         """Run one of labqueue's own transaction statements (the authorizer lets them by)."""
         self._guard.ours = True
         try:
-            self.db.execute(statement)
+            self._own_cursor.execute(statement)
         finally:
             self._guard.ours = False
 
@@ -328,8 +329,7 @@ class SqliteDriver:
             self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
             return self._claimed(sql.CLAIM_IN[scope], params)
         if params["limit"] > 1:
-            look = {"now": params["now"], "limit": params["limit"], **params}
-            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS_IN[scope], look)]
+            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS_IN[scope], params)]
             params["limit"] = max(1, batch_size(attempts))
         return [row for row in self._claimed(sql.CLAIM_NEXT_IN[scope], params) if row[7] == "running"]
 
