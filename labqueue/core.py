@@ -481,7 +481,16 @@ class Queue:
         return self._jobs_of(self._d.claim(params, scope, batch=batch), params["now"])
 
     def _jobs_of(self, rows: list[ClaimedRow], now: float | None) -> list[Job]:
-        jobs = []
+        """The claimed rows as jobs, inside the claim's transaction; one that cannot be
+        read is dead-lettered there and left out."""
+        jobs, unreadable = self._read_rows(rows)
+        self._bury(unreadable, now)
+        return jobs
+
+    @staticmethod
+    def _read_rows(rows: list[ClaimedRow]) -> tuple[list[Job], list[ClaimedRow]]:
+        """Claimed rows as jobs, sorted by id, and the rows that cannot be read."""
+        jobs, unreadable = [], []
         rows.sort()  # by id: ids are unique, so no other column is compared
         for row in rows:
             kind, payload = row[1], row[2]
@@ -491,9 +500,14 @@ class Queue:
                     continue
                 except (ValueError, RecursionError):
                     pass
-            reason = f"unreadable job, not run: {unreadable(kind, payload)}"
+            unreadable.append(row)
+        return jobs, unreadable
+
+    def _bury(self, unreadable: list[ClaimedRow], now: float | None) -> None:
+        """Dead-letter claimed rows that cannot be read, with the reason (in a transaction)."""
+        for row in unreadable:
+            reason = f"unreadable job, not run: {describe_unreadable(row[1], row[2])}"
             self._d.bury(row[0], row[5], reason[:MAX_ERROR_CHARS], now)
-        return jobs
 
     def claim(self, worker: str, *, limit: int = 1, queues: Sequence[str] | None = None) -> list[Job]:
         """Lease up to `limit` ready jobs to `worker`, highest priority first and then
@@ -710,7 +724,14 @@ class Queue:
                     outcomes.append(self._settle_one(report, now))
             if claim_for is None or scope == "none":
                 return outcomes, []
-            return outcomes, self._claimed(self._claim_params(claim_for, limit, where), scope, batch=True)
+            params = self._claim_params(claim_for, limit, where)
+            rows = self._d.claim(params, scope, batch=True)
+        # The rows become jobs after COMMIT, so the write lock is not held for it.
+        jobs, unreadable = self._read_rows(rows)
+        if unreadable:
+            with self._tx():
+                self._bury(unreadable, params["now"])
+        return outcomes, jobs
 
     def _complete_plain(self, finished: Sequence[Finished], now: float | None) -> set[int]:
         """The completions without an effect, one fenced statement per lease token (a batch
@@ -1171,7 +1192,7 @@ class Unreadable:
         self.reason = reason
 
 
-def unreadable(kind: object, payload: object) -> str:
+def describe_unreadable(kind: object, payload: object) -> str:
     """Why a claimed row cannot become a Job."""
     if isinstance(kind, Unreadable):
         return f"its kind is {kind.reason}"

@@ -214,3 +214,46 @@ def test_rows_read_back_show_text_that_is_not_utf8_as_escapes(q):
     plant(q.path, "CAST(x'7b22ff227d' AS TEXT)")
     assert q.job(1).payload == '{"\\xff"}'
     assert [r.payload for r in q.jobs()] == ['{"\\xff"}']
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROWS))
+def test_settle_commits_the_batch_and_claims_the_next_past_a_bad_row(q, case):
+    """settle() turns the claimed rows into jobs after its COMMIT; a row it cannot read is
+    dead-lettered then, in a transaction of its own, and the rest of the batch comes back."""
+    payload_sql, reason = BAD_ROWS[case]
+    first = q.enqueue("t", {"n": 0})
+    (job,) = q.claim_batch("w", 1)
+    q.enqueue("t", {"n": 1})
+    plant(q.path, payload_sql)
+    q.enqueue("t", {"n": 3})
+    outcomes, following = q.settle([worker_loop.Finished(job)], claim_for="w", limit=10)
+    assert outcomes == ["done"] and row(q, first)["state"] == "done"
+    assert [(j.id, j.payload) for j in following] == [(2, {"n": 1}), (4, {"n": 3})]
+    assert_buried(q, 3, reason)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"n": 1}', ' {"n": 1}\n', "[1, 2.5, null, true]", '"text"', "NaN", "-0", '{"a": {"b": []}}', "\t7 "],
+)
+def test_payloads_decode_as_json_loads_decodes_them(text):
+    import json
+
+    from labqueue.core import decode_payload
+
+    expected, got = json.loads(text), decode_payload(text)
+    assert got == expected or (got != got and expected != expected)  # NaN is not equal to itself
+    assert type(got) is type(expected)
+
+
+@pytest.mark.parametrize("text", ["", " ", '{"n": 1} x', '{"n": 1}{}', "\ufeff{}", "{not json", '{"a": }'])
+def test_payloads_json_loads_refuses_are_refused_alike(text):
+    import json
+
+    from labqueue.core import decode_payload
+
+    with pytest.raises(ValueError) as expected:
+        json.loads(text)
+    with pytest.raises(ValueError) as got:
+        decode_payload(text)
+    assert str(got.value) == str(expected.value)
