@@ -20,6 +20,14 @@ def test_each_contender_drains_every_job_once_and_the_store_agrees(pg_url, key):
     assert 0 < run["seconds"] <= run["workers_exited_s"] + pg_peers.WATCH_EVERY_SECONDS * 5
 
 
+def test_every_contender_imports_what_it_drains_with_before_the_release():
+    """A fresh process's imports are not throughput, and they differ from one contender to
+    the next: each worker process imports its contender's modules before the release."""
+    assert set(pg_peers.IMPORTS) == set(pg_peers.DRAINS)
+    for modules in pg_peers.IMPORTS.values():
+        assert all(pg_peers.importlib.util.find_spec(m) is not None for m in modules), modules
+
+
 def test_the_whole_run_pairs_each_peer_with_labqueue_and_says_what_each_promises(pg_url):
     results = pg_peers.run(pg_peers.Sizes(jobs=30, rounds=2, procs=(1,)), server=pg_url)
     rows = {row["contender"]: row for row in results["summary"]}

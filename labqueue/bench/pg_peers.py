@@ -6,7 +6,8 @@
 Every contender drains the same `jobs` no-op jobs, all ready, with 1 and 4 spawned worker
 processes, on the same server in the same run (a fresh database per drain, the order
 rotated each round, so a busy spell hits all alike). A drain is timed from the workers'
-release until the store holds every job as finished (read every 20 ms):
+release (each has imported its queue and driver by then; it connects after) until the
+store holds every job as finished (read every 20 ms):
 
 - labqueue: labqueue.worker.run, the loop `labqueue worker` runs (batch 10);
 - pgqueuer: its QueueManager in drain mode (batch 10), through asyncpg;
@@ -27,6 +28,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import importlib.util
 import json
 import statistics
@@ -280,8 +282,23 @@ DRAINS: dict[str, Callable[[str, str], list[int]]] = {
 }
 
 
+# What each drain imports, imported before the release: a fresh process spends a tenth or
+# a quarter of a second importing a driver and a queue, which is not throughput, and the
+# contenders' imports differ (the bare loop's is psycopg alone).
+IMPORTS = {
+    "labqueue": ("labqueue.postgres",),
+    # anyio's asyncio backend is loaded by pgqueuer's first call into anyio
+    "pgqueuer": ("asyncpg", "pgqueuer", "pgqueuer.types", "anyio._backends._asyncio"),
+    "procrastinate": ("procrastinate", "procrastinate.worker", "procrastinate.builtin_tasks"),
+    "bare": ("psycopg",),
+}
+
+
 def child(key: str, url: str, name: str, barrier: Any, results: Any) -> None:
-    """One worker process: wait for the release, drain, report what it took and when it ended."""
+    """One worker process: import, wait for the release, drain, report what it took and when
+    it ended."""
+    for module in IMPORTS[key]:
+        importlib.import_module(module)
     barrier.wait()
     seen = DRAINS[key](url, name)
     results.put((name, time.time(), seen))
