@@ -7,6 +7,7 @@ import json
 import pytest
 
 pytest.importorskip("pgqueuer")
+pytest.importorskip("procrastinate")
 from labqueue.bench import pg_peers
 
 
@@ -19,16 +20,27 @@ def test_each_contender_drains_every_job_once_and_the_store_agrees(pg_url, key):
     assert 0 < run["seconds"] <= run["workers_exited_s"] + pg_peers.WATCH_EVERY_SECONDS * 5
 
 
+def test_every_contender_imports_what_it_drains_with_before_the_release():
+    """A fresh process's imports are not throughput, and they differ from one contender to
+    the next: each worker process imports its contender's modules before the release."""
+    assert set(pg_peers.IMPORTS) == set(pg_peers.DRAINS)
+    for modules in pg_peers.IMPORTS.values():
+        assert all(pg_peers.importlib.util.find_spec(m) is not None for m in modules), modules
+
+
 def test_the_whole_run_pairs_each_peer_with_labqueue_and_says_what_each_promises(pg_url):
     results = pg_peers.run(pg_peers.Sizes(jobs=30, rounds=2, procs=(1,)), server=pg_url)
     rows = {row["contender"]: row for row in results["summary"]}
     assert set(rows) == set(pg_peers.DRAINS)
     assert rows["labqueue"]["labqueue_ratio"] is None
-    assert all(rows[k]["labqueue_ratio"] > 0 for k in ("pgqueuer", "bare"))
+    assert all(rows[k]["labqueue_ratio"] > 0 for k in ("pgqueuer", "procrastinate", "bare"))
+    # procrastinate is reported beside labqueue, not targeted: the goal is about pgqueuer
     assert [t["target"] for t in results["targets"]] == ["labqueue vs pgqueuer, 1 worker(s)"]
     assert results["meta"]["durability"].startswith("fsync=on")
+    assert results["meta"]["procrastinate"].startswith("3.")
     text = pg_peers.report(results)
     assert all(pg_peers.GUARANTEES[k] in text for k in pg_peers.DRAINS)
+    assert f"procrastinate {results['meta']['procrastinate']}" in text
     json.dumps(results)
 
 
@@ -48,7 +60,8 @@ def test_bad_sizes_are_refused_with_the_value(bad):
         pg_peers.Sizes(**bad)
 
 
-def test_pgqueuer_loads_from_a_process_already_running_an_event_loop(pg_url):
+@pytest.mark.parametrize("key", ["pgqueuer", "procrastinate"])
+def test_an_asyncio_peer_loads_from_a_process_already_running_an_event_loop(pg_url, key):
     """A notebook kernel, or a test process driving a browser, runs an event loop already."""
     import asyncio
     import concurrent.futures
@@ -57,9 +70,43 @@ def test_pgqueuer_loads_from_a_process_already_running_an_event_loop(pg_url):
 
     async def inside_a_running_loop() -> int:
         with server_database(pg_url) as url:
-            pg_peers.load("pgqueuer", url, 5)
-            return pg_peers.left_in_store("pgqueuer", url)
+            pg_peers.load(key, url, 5)
+            return pg_peers.left_in_store(key, url)
 
     # A thread of the test's own, where no loop runs yet (this process may run one already).
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         assert pool.submit(asyncio.run, inside_a_running_loop()).result() == 5
+
+
+def test_procrastinates_left_counts_every_job_its_worker_has_not_marked_succeeded(pg_url):
+    import psycopg
+
+    from labqueue.bench.pg import server_database
+
+    with server_database(pg_url) as url:
+        pg_peers.load("procrastinate", url, 6)
+        assert pg_peers.left_in_store("procrastinate", url) == 6  # all 'todo'
+        assert sorted(pg_peers.drain_procrastinate(url, "w0")) == list(range(6))  # its own worker
+        with psycopg.connect(url, autocommit=True) as db:
+            statuses = db.execute(
+                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1"
+            ).fetchall()
+            assert statuses == [("succeeded", 6)]  # a finished job's row stays, marked so
+            assert pg_peers.left_in_store("procrastinate", url) == 0
+            first, second = (row[0] for row in db.execute("SELECT id FROM procrastinate_jobs LIMIT 2"))
+            set_status = "UPDATE procrastinate_jobs SET status = %s::procrastinate_job_status WHERE id = %s"
+            db.execute(set_status, ("doing", first))  # taken, not finished
+            db.execute(set_status, ("failed", second))  # finished, not done
+            assert pg_peers.left_in_store("procrastinate", url) == 2
+
+
+@pytest.mark.parametrize("missing", pg_peers.PEERS)
+def test_a_missing_peer_package_is_named_before_anything_runs(monkeypatch, capsys, missing):
+    real = pg_peers.importlib.util.find_spec
+    monkeypatch.setattr(
+        pg_peers.importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a)
+    )
+    with pytest.raises(SystemExit) as raised:
+        pg_peers.main(["--quick"])
+    assert raised.value.code == 2
+    assert f"{missing} not installed" in capsys.readouterr().err

@@ -38,3 +38,24 @@ def test_a_new_run_rewrites_only_the_paragraph_whose_data_changed(tmp_path):
     text = readme.read_text()
     assert "PostgreSQL 123,456 /" in text.replace("\n", " ")
     assert published.blocks(text)["bench"] == published.blocks(published.README.read_text())["bench"]
+
+
+def test_the_peers_paragraph_names_procrastinate_only_when_the_run_raced_it(tmp_path):
+    results = json.loads((published.DATA / "bench_pg_peers.json").read_text())
+    results["summary"] = [row for row in results["summary"] if row["contender"] != "procrastinate"]
+    results["meta"].pop("procrastinate", None)
+
+    def paragraph() -> str:
+        (tmp_path / published.FILES["bench_pg_peers"]).write_text(json.dumps(results))
+        return published.render("bench_pg_peers", tmp_path).replace("\n", " ")
+
+    assert "procrastinate" not in paragraph()  # a run from before the bench raced it
+    results["summary"] += [
+        {**row, "contender": "procrastinate", "median_jobs_per_s": 1234.0, "labqueue_ratio": 3.21}
+        for row in results["summary"]
+        if row["contender"] == "pgqueuer"
+    ]
+    results["meta"]["procrastinate"] = "3.99.0"
+    text = paragraph()
+    assert "procrastinate 3.99.0's worker, which fetches one job at a time, 1,234 / 1,234" in text
+    assert "(labqueue 3.21x / 3.21x it," in text

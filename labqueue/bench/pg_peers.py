@@ -1,4 +1,4 @@
-"""labqueue on PostgreSQL beside a PostgreSQL-native peer, and the bare limit under both.
+"""labqueue on PostgreSQL beside PostgreSQL-native peers, and the bare limit under them all.
 
     python -m labqueue.bench pg-peers [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
     labqueue bench pg-peers ...            (python tasks.py bench pg-peers ...)
@@ -6,10 +6,13 @@
 Every contender drains the same `jobs` no-op jobs, all ready, with 1 and 4 spawned worker
 processes, on the same server in the same run (a fresh database per drain, the order
 rotated each round, so a busy spell hits all alike). A drain is timed from the workers'
-release until the store holds every job as finished (read every 20 ms):
+release (each has imported its queue and driver by then; it connects after) until the
+store holds every job as finished (read every 20 ms):
 
 - labqueue: labqueue.worker.run, the loop `labqueue worker` runs (batch 10);
 - pgqueuer: its QueueManager in drain mode (batch 10), through asyncpg;
+- procrastinate: its worker (App.run_worker_async, wait=False, concurrency 1) through its
+  psycopg connector, which fetches one job per statement (it has no batch fetch);
 - bare SKIP LOCKED: one UPDATE ... FOR UPDATE SKIP LOCKED LIMIT 10 per transaction that
   marks the rows done as it takes them, no Python queue around it: the bound for a loop
   of that shape, not a queue (a worker that dies loses what it took).
@@ -25,6 +28,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import importlib.util
 import json
 import statistics
@@ -51,17 +55,21 @@ BATCH = 10
 START_TIMEOUT_SECONDS = 120.0
 RUN_TIMEOUT_SECONDS = 600.0
 TARGET = 1.5  # labqueue's drain against pgqueuer's, paired within each round
+PEERS = ("pgqueuer", "procrastinate")  # the packages (the bench extra) the race needs
 T = TypeVar("T")
 
 LABELS = {
     "labqueue": "labqueue worker loop (batch 10)",
     "pgqueuer": "pgqueuer QueueManager (batch 10, asyncpg)",
+    "procrastinate": "procrastinate worker (one job per fetch, psycopg)",
     "bare": "bare SKIP LOCKED, take = done (10 per transaction)",
 }
 GUARANTEES = {
     "labqueue": "lease with a fenced completion: a stale worker's result is refused; a crash re-runs"
     " at most its batch, after the lease",
     "pgqueuer": "picked with a heartbeat; its completion is logged in batches and not fenced by a token",
+    "procrastinate": "marked doing under a worker heartbeat; a dead worker's job stays doing until a periodic"
+    " task of the application's retries stalled jobs, and its completion is not fenced",
     "bare": "none: a job is done when taken, so a worker that dies loses it",
 }
 
@@ -80,6 +88,10 @@ RETURNING payload
 BARE_LEFT = "SELECT count(*) FROM bare_jobs WHERE NOT done"
 LABQUEUE_LEFT = "SELECT count(*) FROM labqueue.jobs WHERE state <> 'done'"
 PGQUEUER_LEFT = "SELECT count(*) FROM pgqueuer"  # it deletes a job's row when the job ends
+# procrastinate keeps a finished job's row (its worker's delete_jobs defaults to "never"),
+# with the status 'succeeded'; any other status (todo, doing, failed...) is not done.
+PROCRASTINATE_LEFT = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
+PROCRASTINATE_CHUNK = 1_000  # jobs per batch_defer_async call when loading
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,8 @@ def load(key: str, url: str, jobs: int) -> None:
             q.enqueue_many("noop", ({"n": i} for i in range(jobs)))
     elif key == "pgqueuer":
         _run_async(_pgqueuer_load(url, jobs))
+    elif key == "procrastinate":
+        _run_async(_procrastinate_load(url, jobs))
     else:
         with psycopg.connect(url, autocommit=True) as db:
             db.execute(BARE_TABLE)
@@ -135,9 +149,9 @@ def left_in_store(key: str, url: str) -> int:
 
 
 def _run_async(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run pgqueuer's coroutine to its end on an event loop of its own, in a thread of its
-    own: the caller may already be running a loop (a notebook, or a test process that drives
-    a browser), where asyncio.run() refuses to start."""
+    """Run a peer's coroutine (pgqueuer's, procrastinate's) to its end on an event loop of its
+    own, in a thread of its own: the caller may already be running a loop (a notebook, or a
+    test process that drives a browser), where asyncio.run() refuses to start."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
 
@@ -157,6 +171,32 @@ async def _pgqueuer_load(url: str, jobs: int) -> None:
             await queries.enqueue(["noop"] * count, payloads, [0] * count, [None] * count)
     finally:
         await conn.close()
+
+
+def _procrastinate_app(url: str, seen: list[int] | None = None) -> Any:
+    """A procrastinate App on `url` with one task, "noop", that notes its `n` in `seen`.
+    Its pool holds one connection for the worker's fetch and finish, which run in turn at
+    concurrency 1, and opens a second for the heartbeat when both are due at once."""
+    from procrastinate import App, PsycopgConnector
+
+    app = App(connector=PsycopgConnector(conninfo=url, min_size=1, max_size=2))
+
+    @app.task(name="noop")
+    async def noop(n: int) -> None:  # async: run on the worker's loop, not in a thread
+        if seen is not None:
+            seen.append(n)
+
+    return app
+
+
+async def _procrastinate_load(url: str, jobs: int) -> None:
+    app = _procrastinate_app(url)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        noop = app.tasks["noop"]
+        for start in range(0, jobs, PROCRASTINATE_CHUNK):
+            numbers = range(start, min(start + PROCRASTINATE_CHUNK, jobs))
+            await noop.batch_defer_async(*({"n": n} for n in numbers))
 
 
 # -- draining ---------------------------------------------------------------------------
@@ -203,6 +243,27 @@ async def _pgqueuer_drain(url: str) -> list[int]:
     return seen
 
 
+def drain_procrastinate(url: str, name: str) -> list[int]:
+    return _run_async(_procrastinate_drain(url, name))
+
+
+async def _procrastinate_drain(url: str, name: str) -> list[int]:
+    seen: list[int] = []
+    app = _procrastinate_app(url, seen)
+    async with app.open_async():
+        await app.run_worker_async(
+            name=name,
+            concurrency=1,
+            wait=False,  # leave at the first fetch that finds no job, as the other drains do
+            # Its LISTEN connection wakes an idle worker for a new job or an abort request; one
+            # with wait=False never idles (it fetches again as soon as a job ends and leaves
+            # at the first miss), and nothing here is deferred or aborted during a drain.
+            listen_notify=False,
+            install_signal_handlers=False,  # it runs in a thread of its own (_run_async)
+        )
+    return seen
+
+
 def drain_bare(url: str, name: str) -> list[int]:
     import psycopg
 
@@ -216,18 +277,39 @@ def drain_bare(url: str, name: str) -> list[int]:
 DRAINS: dict[str, Callable[[str, str], list[int]]] = {
     "labqueue": drain_labqueue,
     "pgqueuer": drain_pgqueuer,
+    "procrastinate": drain_procrastinate,
     "bare": drain_bare,
 }
 
 
+# What each drain imports, imported before the release: a fresh process spends a tenth or
+# a quarter of a second importing a driver and a queue, which is not throughput, and the
+# contenders' imports differ (the bare loop's is psycopg alone).
+IMPORTS = {
+    "labqueue": ("labqueue.postgres",),
+    # anyio's asyncio backend is loaded by pgqueuer's first call into anyio
+    "pgqueuer": ("asyncpg", "pgqueuer", "pgqueuer.types", "anyio._backends._asyncio"),
+    "procrastinate": ("procrastinate", "procrastinate.worker", "procrastinate.builtin_tasks"),
+    "bare": ("psycopg",),
+}
+
+
 def child(key: str, url: str, name: str, barrier: Any, results: Any) -> None:
-    """One worker process: wait for the release, drain, report what it took and when it ended."""
+    """One worker process: import, wait for the release, drain, report what it took and when
+    it ended."""
+    for module in IMPORTS[key]:
+        importlib.import_module(module)
     barrier.wait()
     seen = DRAINS[key](url, name)
     results.put((name, time.time(), seen))
 
 
-LEFT = {"labqueue": LABQUEUE_LEFT, "pgqueuer": PGQUEUER_LEFT, "bare": BARE_LEFT}
+LEFT = {
+    "labqueue": LABQUEUE_LEFT,
+    "pgqueuer": PGQUEUER_LEFT,
+    "procrastinate": PROCRASTINATE_LEFT,
+    "bare": BARE_LEFT,
+}
 WATCH_EVERY_SECONDS = 0.02
 
 
@@ -292,7 +374,7 @@ def races(
                 run["round"] = r + 1
                 runs.append(run)
                 progress(
-                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<9}"
+                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<13}"
                     f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
                 )
     return runs
@@ -353,13 +435,14 @@ def run(
     summary = summarize(runs)
     return {
         "meta": {
-            "what": "no-op jobs drained on one PostgreSQL server by labqueue, pgqueuer and a bare SKIP "
-            "LOCKED loop; made by python -m labqueue.bench.pg_peers",
+            "what": "no-op jobs drained on one PostgreSQL server by labqueue, pgqueuer, procrastinate and "
+            "a bare SKIP LOCKED loop; made by python -m labqueue.bench.pg_peers",
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - started, 1),
             "postgresql": version,
             "durability": durability["postgresql"],
             "pgqueuer": _version("pgqueuer"),
+            "procrastinate": _version("procrastinate"),
             **machine(),
             "sizes": asdict(sizes),
             "quick": quick,
@@ -391,7 +474,7 @@ def report(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines.append(
         f"(PostgreSQL {meta['postgresql']}, {meta['durability']}; pgqueuer {meta['pgqueuer']}; "
-        f"{meta['cpus']} CPUs, load {meta['load_average']})"
+        f"procrastinate {meta.get('procrastinate')}; {meta['cpus']} CPUs, load {meta['load_average']})"
     )
     lines += [
         f"target: {t['target']}: {t['value']} ({t['goal']}): {'met' if t['met'] else 'not met'}"
@@ -411,10 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     add("--procs", type=whole_number, nargs="+", help="worker processes (default 1 4)")
     add("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick: nowhere)")
     args = parser.parse_args(argv)
-    if importlib.util.find_spec("pgqueuer") is None:
-        parser.error(
-            'pgqueuer not installed: `python tasks.py bench` installs it, or `pip install -e ".[bench]"`'
-        )
+    for peer in PEERS:
+        if importlib.util.find_spec(peer) is None:
+            parser.error(
+                f'{peer} not installed: `python tasks.py bench` installs it, or `pip install -e ".[bench]"`'
+            )
     base = QUICK if args.quick else Sizes()
     try:
         sizes = Sizes(

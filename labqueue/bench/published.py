@@ -140,6 +140,8 @@ def render_bench_pg_peers(results: dict[str, Any]) -> str:
         ranges = [sorted(row[key, p].get("labqueue_ratio_rounds") or [0.0]) for p in procs]
         return " / ".join(f"{r[0]:.2f}-{r[-1]:.2f}x" for r in ranges)
 
+    # A run from before the bench raced procrastinate has no figure for it.
+    procrastinate = ("procrastinate", procs[0]) in row
     return (
         f"One run (`data/bench_pg_peers.json`, {meta['date'][:10]}, {meta['cpus']} CPUs, {_load(meta)}; "
         f"{sizes['jobs']:,} jobs per drain, {sizes['rounds']} rounds, medians; each drain timed until the "
@@ -147,10 +149,24 @@ def render_bench_pg_peers(results: dict[str, Any]) -> str:
         f"synchronous_commit on), with {' / '.join(map(str, procs))} worker process(es): labqueue's "
         f"worker loop drains {speeds('labqueue')} jobs/s, pgqueuer {meta['pgqueuer']} "
         f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it: the median of paired rounds that ranged "
-        f"{spread('pgqueuer')}), and a bare SKIP "
+        f"{spread('pgqueuer')}), "
+        + (
+            f"procrastinate {meta.get('procrastinate')}'s worker, which fetches one job at a time, "
+            f"{speeds('procrastinate')} (labqueue {ratios('procrastinate')} it, paired rounds "
+            f"{spread('procrastinate')}), "
+            if procrastinate
+            else ""
+        )
+        + "and a bare SKIP "
         f"LOCKED loop that marks ten jobs done as it takes them {speeds('bare')} (labqueue "
         f"{ratios('bare')} that bound). pgqueuer's completion is logged in batches and not fenced by a "
-        "token; the bare loop has no lease at all, so a worker that dies loses what it took."
+        + (
+            "token, nor is procrastinate's, where a dead worker's job stays 'doing' until a periodic "
+            "task of the application's retries stalled jobs; "
+            if procrastinate
+            else "token; "
+        )
+        + "the bare loop has no lease at all, so a worker that dies loses what it took."
     )
 
 
