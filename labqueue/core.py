@@ -1085,7 +1085,8 @@ def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
 def batch_size(attempts: Sequence[int]) -> int:
     """How many of the next ready jobs (their attempts, in claim order) one batch takes:
     one job handed out before alone, else the leading run of jobs never handed out.
-    (PostgreSQL's claim states the same rule in SQL: labqueue/postgres/sql.py BATCH_PICK.)"""
+    Both drivers apply it to the attempts their claim reads (SQLite READY_ATTEMPTS,
+    PostgreSQL BATCH_LOOK)."""
     if not attempts:
         return 0
     if attempts[0] > 0:

@@ -269,3 +269,4 @@ def test_a_crash_mid_batch_re_runs_at_most_that_batch_and_no_effect_twice(tmp_pa
     with JobQueue(path) as q:
         assert q.counts()["done"] == 20
         assert [job_id for job_id, _ in ledger(q)] == list(range(1, 21))  # one effect per job
+

@@ -409,3 +409,25 @@ def test_the_pause_command_stops_a_worker_process_taking_that_queue(tmp_path, ca
     assert cli.main(["resume", db, "--queue", "mail"]) == 0
     assert worker.run(db, "w", 30.0, idle_exit=0, handlers={"noop": lambda job, q: None}, wake=False) == 3
     assert cli.main(["resume", db, "--queue", "mail"]) == 1
+
+
+@pytest.mark.parametrize("how", ["claim_batch", "settle"])
+def test_a_batch_claim_retires_a_lease_that_ran_out_on_its_last_attempt(make_queue, clock, how):
+    """The worker's claim (claim_batch, and settle's claim of the next batch) retires every
+    lease that ran out on a last attempt, whether or not other jobs are ready."""
+    from labqueue.sql import LAST_ATTEMPT_EXPIRED
+
+    q = make_queue(max_attempts=1)
+    stuck = q.enqueue("t", {"n": 0})
+    (held,) = q.claim_batch("w1", 1)
+    clock.advance(q.lease_seconds + 1)  # its only attempt's lease has run out
+    for ready in ([], [{"n": 1}, {"n": 2}]):
+        ids = [q.enqueue("t", payload) for payload in ready]
+        if how == "claim_batch":
+            jobs = q.claim_batch("w2", 10)
+        else:
+            _, jobs = q.settle([], claim_for="w2", limit=10)
+        assert [job.id for job in jobs] == ids
+        record = q.job(stuck)
+        assert (record.state, record.last_error) == ("dead", LAST_ATTEMPT_EXPIRED)
+        assert q.complete(held) is False  # fenced out: it is no longer w1's

@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from .. import validate
 from ..backends import redact
-from ..core import Clock, Effect, Job, JobRecord, translated
+from ..core import Clock, Effect, Job, JobRecord, batch_size, translated
 from ..errors import (
     CannotOpen,
     ConnectionLost,
@@ -295,9 +295,19 @@ class PgDriver:
         return self.db.execute(sql.NEXT_DUE_IN[scope], where).fetchone()[0]
 
     def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
-        """One statement with FOR UPDATE SKIP LOCKED; a batch follows sql.BATCH_PICK."""
-        statement = (sql.CLAIM_BATCH_IN if batch else sql.CLAIM_IN)[scope]
-        return self.db.execute(statement, params).fetchall()
+        """claim(): one statement with FOR UPDATE SKIP LOCKED. A batch (group commit): lock
+        and look at the next ready jobs, retire exhausted leases if there are any, and lease
+        the batch the rule picks (core.batch_size) by id (sql.BATCH_LOOK_IN)."""
+        if not batch:
+            return self.db.execute(sql.CLAIM_IN[scope], params).fetchall()
+        looked = self.db.execute(sql.BATCH_LOOK_IN[scope], params).fetchall()
+        if not looked or looked[0][2]:
+            self.db.execute(sql.RETIRE_EXHAUSTED, params)
+        take = batch_size([row[1] for row in looked])
+        if not take:
+            return []
+        ids = [row[0] for row in looked[:take]]
+        return self.db.execute(sql.CLAIM_IDS, {**params, "ids": ids}).fetchall()
 
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self.db.execute(
