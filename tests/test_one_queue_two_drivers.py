@@ -431,3 +431,32 @@ def test_a_batch_claim_retires_a_lease_that_ran_out_on_its_last_attempt(make_que
         record = q.job(stuck)
         assert (record.state, record.last_error) == ("dead", LAST_ATTEMPT_EXPIRED)
         assert q.complete(held) is False  # fenced out: it is no longer w1's
+
+
+def test_settle_completes_a_job_whose_lease_ran_out_and_does_not_claim_it_again(make_queue, clock):
+    """settle() completes the batch it ran and claims the next one (on PostgreSQL in one
+    statement): a job whose lease ran out while it ran is still ours to complete, and the
+    claim must not take it as ready in the same breath."""
+    q = make_queue()
+    late = q.enqueue("t", {"n": 0})
+    (job,) = q.claim_batch("w", 1)
+    others = [q.enqueue("t", {"n": n}) for n in (1, 2)]
+    clock.advance(q.lease_seconds + 1)  # its lease is over, but nobody took it over
+    outcomes, following = q.settle([Finished(job)], claim_for="w", limit=10)
+    assert outcomes == ["done"]
+    assert q.job(late).state == "done"
+    assert [j.id for j in following] == others
+
+
+def test_settle_reports_a_job_taken_over_as_lost_and_still_claims_the_next_batch(make_queue, clock):
+    q = make_queue()
+    taken = q.enqueue("t", {"n": 0})
+    (job,) = q.claim_batch("w1", 1)
+    clock.advance(q.lease_seconds + 1)
+    (again,) = q.claim_batch("w2", 1)  # its lease ran out, and w2 has it now
+    assert again.id == taken
+    fresh = q.enqueue("t", {"n": 1})
+    outcomes, following = q.settle([Finished(job)], claim_for="w1", limit=10)
+    assert outcomes == ["lost"]
+    assert [j.id for j in following] == [fresh]
+    assert q.job(taken).state == "running" and q.complete(again)
