@@ -26,6 +26,7 @@ from labqueue.errors import CannotOpen
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
+from labqueue.core import Finished  # noqa: E402
 from labqueue.errors import EffectEndedTransaction, QueueNotFound  # noqa: E402
 from labqueue.postgres import PgJobQueue, drop_schema  # noqa: E402
 from labqueue.postgres import sql as pg  # noqa: E402
@@ -127,6 +128,61 @@ def test_the_claim_is_one_statement_that_skips_locked_rows():
     assert pg.CLAIM.count("FOR UPDATE SKIP LOCKED") == 2  # the retire and the claim
     assert "WHERE id IN (SELECT id FROM jobs" in pg.CLAIM
     assert pg.CLAIM.strip().startswith("WITH retired AS (")
+
+
+def _numbered(statement: str) -> str:
+    """A statement with %(name)s parameters written as $1, $2 ... (each name one number)."""
+    import re
+
+    names: list[str] = []
+
+    def number(match: re.Match) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, statement)
+
+
+def test_the_worker_statements_generic_plans_walk_the_indexes(pgq):
+    """The session runs prepared statements with one generic plan (PgDriver._session): the
+    worker's per-batch statements must still walk jobs_ready in the claim's order, and the
+    completions and the lease by id the primary key, with most of the table finished."""
+    if pgq.db.info.server_version < 160000:
+        pytest.skip("EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16")
+    assert pgq.db.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
+    pgq.enqueue_many("t", ({"n": n} for n in range(3000)))
+    pgq.db.execute("UPDATE jobs SET state = 'done', finished_at = 1 WHERE id <= 2900")
+    pgq.db.execute("ANALYZE jobs")
+
+    def plan(statement: str) -> str:
+        rows = pgq.db.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(statement), prepare=False)
+        return "\n".join(row[0] for row in rows)
+
+    for scope, index in (("all", "jobs_ready"), ("default", "jobs_ready"), ("one", "jobs_queue_ready")):
+        found = plan(pg.BATCH_LOOK_IN[scope])
+        assert f"Index Scan using {index} on jobs" in found and "Seq Scan" not in found, found
+        assert "Sort" not in found.split("LockRows")[-1], found  # the index gives the order
+    for statement in (pg.CLAIM_IDS, pg.COMPLETE_MANY):
+        found = plan(statement)  # by id: the primary key, or the small partial index of live rows
+        assert "Index Scan using" in found and "Seq Scan" not in found, found
+    pgq.enqueue_many("t", ({"n": n} for n in range(20000)))  # a backlog: jobs_ready is big now
+    pgq.db.execute("ANALYZE jobs")
+    for statement in (pg.CLAIM_IDS, pg.COMPLETE_MANY):
+        found = plan(statement)
+        assert "Index Scan using jobs_pkey on jobs" in found and "Seq Scan" not in found, found
+    found = plan(pg.BATCH_LOOK_IN["all"])
+    assert "Index Scan using jobs_ready on jobs" in found and "Sort" not in found, found
+    # An idle worker's look would scan the table as a generic plan, so it is never prepared.
+    assert "Seq Scan" in plan(pg.READY_PROBE_IN["all"])
+    jobs = pgq.claim_batch("w", 10)
+    for _ in range(8):  # the worker's statements are prepared from their sixth run; the look never
+        assert pgq.any_ready()
+        _, jobs = pgq.settle([Finished(job) for job in jobs], claim_for="w", limit=10)
+    rows = pgq.db.execute("SELECT statement FROM pg_prepared_statements")
+    prepared = [" ".join(text.split()) for (text,) in rows]
+    assert any(text.startswith("SELECT id, attempts, EXISTS") for text in prepared), prepared
+    assert not any(text.startswith("SELECT EXISTS") for text in prepared), prepared
 
 
 def test_no_statement_formats_a_value():

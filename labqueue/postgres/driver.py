@@ -171,11 +171,20 @@ class PgDriver:
             )
 
     def _session(self) -> None:
-        """The session's settings: the search_path, and the lock timeout (PostgreSQL reads
-        0 as "wait forever"; the queue's 0 means "do not wait", so at least 1 ms)."""
+        """The session's settings: the search_path, the lock timeout (PostgreSQL reads 0 as
+        "wait forever"; the queue's 0 means "do not wait", so at least 1 ms), and one
+        generic plan per prepared statement. psycopg prepares a statement once it has run
+        five times on the connection (the worker's per-batch ones, soon after it starts);
+        PostgreSQL would otherwise plan each run for its parameters, which cost about as
+        much as running them, and their generic plans walk the same indexes
+        (tests/test_postgres.py reads them). The idle worker's look (ready()) and the
+        listings (jobs()), whose generic plans would scan the table, are never prepared.
+        An effect's own statements share the session: one that needs a plan for each
+        run's values can say so in its transaction (SET LOCAL plan_cache_mode = auto)."""
         path = pg_sql.Identifier(self.schema).as_string(self.db)
         self.db.execute(sql.SET_SEARCH_PATH, {"path": path})
         self.db.execute(sql.SET_LOCK_TIMEOUT, {"ms": str(max(1, round(self.timeout * 1000)))})
+        self.db.execute(sql.SET_GENERIC_PLANS)
 
     def reconnect(self) -> None:
         """A fresh session after ConnectionLost: the settings, and LISTEN if we listened."""
@@ -289,7 +298,10 @@ class PgDriver:
     # -- claiming and reporting ----------------------------------------------------
 
     def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool:
-        return bool(self.db.execute(sql.READY_PROBE_IN[scope], {**where, "now": now}).fetchone()[0])
+        # prepare=False: its generic plan would scan the table, fine while many rows are
+        # ready and slow when few are among many finished ones (see _session()).
+        params = {**where, "now": now}
+        return bool(self.db.execute(sql.READY_PROBE_IN[scope], params, prepare=False).fetchone()[0])
 
     def next_due(self, scope: str, where: dict[str, Any]) -> float | None:
         return self.db.execute(sql.NEXT_DUE_IN[scope], where).fetchone()[0]
@@ -443,7 +455,8 @@ class PgDriver:
 
     def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
         statement = sql.LATEST_JOBS if params["newest"] else sql.JOBS
-        return [JobRecord(*row) for row in self.db.execute(statement, params)]
+        # prepare=False: planned for its own filters every time (see _session()).
+        return [JobRecord(*row) for row in self.db.execute(statement, params, prepare=False)]
 
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute(sql.COUNTS).fetchall())

@@ -157,6 +157,9 @@ NOTIFY = "SELECT pg_notify(%(channel)s, '')"
 
 SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, false)"
 
+# A prepared statement runs one generic plan, not a plan made for each run's values.
+SET_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false)"
+
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 
 COLUMN_LIST = V1_COLUMNS + ", priority, queue"
