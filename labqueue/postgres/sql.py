@@ -198,6 +198,16 @@ SCOPES = {
     "all_but": "\n                     AND queue <> ALL(%(paused)s::text[])",
 }
 
+# Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
+# `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
+_RETIRE = f"""UPDATE jobs
+   SET state = 'dead', lease_token = NULL, finished_at = {NOW},
+       last_error = CASE WHEN last_error IS NULL THEN %(reason)s
+                         ELSE %(reason)s || '; previous error: ' || last_error END
+ WHERE id IN (SELECT id FROM jobs
+               WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW}
+                 FOR UPDATE SKIP LOCKED)"""
+
 # The claim, in one statement. `retired` turns jobs whose lease ran out on their last
 # attempt dead (whatever their queue); `claimed` leases ready jobs, highest priority and
 # then oldest first. Each picks its rows with FOR UPDATE SKIP LOCKED, so concurrent
@@ -206,14 +216,8 @@ SCOPES = {
 # data-modifying WITH exactly once). All the locked rows are leased.
 _CLAIM = f"""
 WITH retired AS (
-    UPDATE jobs
-       SET state = 'dead', lease_token = NULL, finished_at = {NOW},
-           last_error = CASE WHEN last_error IS NULL THEN %(reason)s
-                             ELSE %(reason)s || '; previous error: ' || last_error END
-     WHERE id IN (SELECT id FROM jobs
-                   WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW}
-                     FOR UPDATE SKIP LOCKED)
-    RETURNING id
+{_RETIRE}
+RETURNING id
 ), locked AS (
     SELECT id FROM jobs
      WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
@@ -264,15 +268,7 @@ UPDATE jobs
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
 
-RETIRE_EXHAUSTED = f"""
-UPDATE jobs
-   SET state = 'dead', lease_token = NULL, finished_at = {NOW},
-       last_error = CASE WHEN last_error IS NULL THEN %(reason)s
-                         ELSE %(reason)s || '; previous error: ' || last_error END
- WHERE id IN (SELECT id FROM jobs
-               WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW}
-                 FOR UPDATE SKIP LOCKED)
-"""
+RETIRE_EXHAUSTED = _RETIRE
 CLAIM = CLAIM_IN["all"]
 
 # A claimed row that cannot be read is dead-lettered with the reason, in the claim's transaction.
