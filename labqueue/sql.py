@@ -162,6 +162,13 @@ USER_VERSION = "PRAGMA user_version"
 
 # What a jobs table looks like, for the check that a file's table is labqueue's.
 JOBS_OBJECT = "SELECT type, sql FROM sqlite_master WHERE name = 'jobs' COLLATE NOCASE"
+# Both, read in one statement and so in one snapshot: read apart, another process could
+# create the table and stamp the version between the two (no table, yet a version).
+JOBS_OBJECT_AND_VERSION = """
+SELECT (SELECT type FROM sqlite_master WHERE name = 'jobs' COLLATE NOCASE),
+       (SELECT sql FROM sqlite_master WHERE name = 'jobs' COLLATE NOCASE),
+       (SELECT user_version FROM pragma_user_version)
+"""
 TABLE_SHAPE = """
 SELECT name, upper(type), "notnull", dflt_value, pk FROM pragma_table_info('jobs') ORDER BY cid
 """

@@ -491,3 +491,14 @@ def test_the_argument_checks_live_in_validate(monkeypatch, tmp_path):
     with JobQueue(tmp_path / "v.db") as queue:
         queue.enqueue("checked", {})
     assert seen == ["checked"]
+
+
+def test_opening_reads_the_table_and_the_version_in_one_statement(tmp_path):
+    """Read apart, another process could create the table and stamp the version between the
+    two reads, and the opener would see a version without a table (a foreign database)."""
+    db = sqlite3.connect(tmp_path / "x.db")
+    assert db.execute(sql.JOBS_OBJECT_AND_VERSION).fetchone() == (None, None, 0)
+    JobQueue(tmp_path / "x.db").close()
+    kind, text, version = db.execute(sql.JOBS_OBJECT_AND_VERSION).fetchone()
+    assert (kind, version) == ("table", sql.SCHEMA_VERSION) and text.startswith("CREATE TABLE")
+    db.close()

@@ -123,8 +123,8 @@ class SqliteDriver:
     def _open(self, schema: str | None, level: str, create: bool) -> None:
         """Check the file, then set it up. Everything that can refuse the file reads
         only, so a refused file is left as it was."""
-        found = self.db.execute(sql.JOBS_OBJECT).fetchone()
-        version = self.db.execute(sql.USER_VERSION).fetchone()[0]
+        kind, text, version = self.db.execute(sql.JOBS_OBJECT_AND_VERSION).fetchone()
+        found = None if kind is None else (kind, text)
         if found is None:
             if not create:
                 raise QueueNotFound(
