@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import FakeClock
+from ..demo.scratch import work_folder
 from ..errors import InvalidArgument, QueueBusy
-from ..lab.scratch import work_folder
 from ..procs import run_together
 from ..queue import JobQueue
 from ..sql import SCHEMA

@@ -13,8 +13,8 @@ from ..sql import LAST_ATTEMPT_EXPIRED
 TUTORIAL_MIX: dict[str, int] = {"credit": 260, "slow": 6, "poison": 10, "bad": 24}
 EXPECTED_STATE = {"credit": "done", "slow": "done", "poison": "dead", "bad": "dead"}
 LEDGER_KINDS = ("credit", "slow")  # the kinds whose effect writes one ledger row
-SLOW_STALL_SECONDS = 2.0  # labqueue.lab.demo_handlers.slow stalls this long on attempt 1
-CREDIT_TIMEOUT_EVERY = 20  # labqueue.lab.demo_handlers.credit fails attempt 1 of every 20th job id
+SLOW_STALL_SECONDS = 2.0  # labqueue.demo.handlers.slow stalls this long on attempt 1
+CREDIT_TIMEOUT_EVERY = 20  # labqueue.demo.handlers.credit fails attempt 1 of every 20th job id
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 
 from ..backends import open_queue
+from ..demo.handlers import DEMO_HANDLERS, LEDGER_TABLE
+from ..demo.scratch import db_path
 from ..errors import CannotCancel, InvalidArgument, QueueBusy
-from ..lab.demo_handlers import DEMO_HANDLERS, LEDGER_TABLE
-from ..lab.scratch import db_path
 from ..pool import Worker, WorkerPool
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 from .store import Location, Store, check_new, is_postgres
@@ -93,7 +93,7 @@ ALLOW_CONNECTIONS = "ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {allowed}"
 # Part 2's named queues: the workers take turns, weighted (--queues default,mail:2,bulk).
 PART2_QUEUES = {"default": 1, "mail": 2, "bulk": 1}
 PART2_PRIORITIES = (0, 0, 5, 10)
-SCHEDULED_KIND = "noop"  # labqueue.lab.demo_handlers' no-op: done, no ledger row
+SCHEDULED_KIND = "noop"  # labqueue.demo.handlers' no-op: done, no ledger row
 
 
 @dataclass(frozen=True)

@@ -1,33 +1,6 @@
-"""Fresh scratch database files for the labs, kept out of git."""
+"""Scratch databases for the labs, under the name the course uses; they live in
+labqueue.demo.scratch, which the tools share."""
 
-from __future__ import annotations
+from ..demo.scratch import SCRATCH_ENV, db_path, work_folder
 
-import os
-from pathlib import Path
-
-from ..errors import InvalidArgument
-
-SCRATCH_ENV = "LABQUEUE_WORK"
-
-
-def work_folder() -> Path:
-    """The scratch folder: $LABQUEUE_WORK if set, else ./work (git-ignored)."""
-    return Path(os.environ.get(SCRATCH_ENV) or Path.cwd() / "work")
-
-
-def db_path(name: str, folder: str | os.PathLike[str] | None = None) -> Path:
-    """Return the path <folder>/<name>.db, after deleting any earlier database of
-    that name together with its -wal, -shm and -journal files."""
-    if (
-        not isinstance(name, str)
-        or not name
-        or name in {".", ".."}
-        or any(sep in name for sep in ("/", "\\", os.sep))
-    ):
-        raise InvalidArgument(f"name must be a plain file name without a folder, got {name!r}")
-    root = Path(folder) if folder is not None else work_folder()
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{name}.db"
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return path
+__all__ = ["SCRATCH_ENV", "db_path", "work_folder"]

@@ -1,0 +1,111 @@
+"""The demo handlers: the kinds the notebooks, the chaos run and the benchmark enqueue
+(noop, report, poison, credit, slow, bad) and the ledger that counts accepted completions.
+The course knows them as labqueue.lab.demo_handlers.
+
+They are not registered anywhere by importing labqueue: a worker gets them only
+when it is told to load this module, ``--handlers labqueue.demo.handlers``
+(``DEMO_HANDLERS``; the course's ``labqueue.lab.demo_handlers`` works too), which
+merges this module's ``HANDLERS`` into its registry.
+A real job of kind ``report`` therefore never runs the course's code by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from typing import Any
+
+from ..handlers import Handler
+from ..procs import start_worker
+from ..queue import Effect, Job, JobQueue
+
+# The name a worker is given to load these handlers (`--handlers` on its command line).
+DEMO_HANDLERS = __name__
+
+# One row per accepted completion, so a run can count how often each job's effect landed.
+LEDGER_TABLE = """
+CREATE TABLE IF NOT EXISTS ledger (
+    job_id  INTEGER NOT NULL,  -- the job that finished
+    attempt INTEGER NOT NULL   -- the attempt whose completion was accepted
+)
+"""
+LEDGER_INSERT = "INSERT INTO ledger (job_id, attempt) VALUES (?, ?)"
+LEDGER_INSERT_PG = "INSERT INTO ledger (job_id, attempt) VALUES (%s, %s)"  # psycopg's placeholders
+
+
+def ledger_effect(job: Job) -> Effect:
+    """Record which attempt's result was accepted: one ledger row per finished job. On
+    PostgreSQL (a psycopg connection, its search_path the queue's schema) the ledger must
+    exist already: whoever sets up the run creates it with LEDGER_TABLE."""
+    entry = (job.id, job.attempts)
+
+    def effect(db: sqlite3.Connection) -> None:
+        if not isinstance(db, sqlite3.Connection):
+            db.execute(LEDGER_INSERT_PG, entry)
+            return
+        db.execute(LEDGER_TABLE)  # a fresh database has no ledger yet; IF NOT EXISTS makes this cheap
+        db.execute(LEDGER_INSERT, entry)
+
+    return effect
+
+
+def noop(job: Job, q: JobQueue) -> None:
+    """Does nothing: the throughput labs measure the queue's own cost."""
+
+
+def report(job: Job, q: JobQueue) -> None:
+    """Builds a "report". With stall_first_attempt, attempt 1 hangs so a lab can kill it."""
+    options = job.payload
+    hang = job.attempts == 1 and bool(options.get("stall_first_attempt"))
+    if hang:  # long enough for the crash lab to kill this process mid-job
+        time.sleep(float(options.get("stall_seconds", 60)))
+    time.sleep(float(options.get("work_seconds", 0.2)))
+
+
+def poison(job: Job, q: JobQueue) -> None:
+    """Kills its own process at once: no except or finally block runs, nobody calls fail()."""
+    os._exit(1)
+
+
+def credit(job: Job, q: JobQueue) -> Effect:
+    """A ledger credit. The first attempt of every 20th job times out once; the retry absorbs it."""
+    if job.id % 20 == 0 and job.attempts == 1:
+        raise TimeoutError("upstream timed out")
+    time.sleep(0.02)
+    return ledger_effect(job)
+
+
+def slow(job: Job, q: JobQueue) -> Effect:
+    """Attempt 1 sleeps 2 s, past the chaos run's 0.8 s lease: a free worker may take the
+    job over, and then the stale completion must be refused. Later attempts take 0.1 s."""
+    time.sleep(0.1 if job.attempts > 1 else 2.0)
+    return ledger_effect(job)
+
+
+def bad(job: Job, q: JobQueue) -> None:
+    """Always raises: it ends in the dead-letter state after max_attempts."""
+    raise ValueError("payload has no recipient")
+
+
+HANDLERS: dict[str, Handler] = {
+    "noop": noop,
+    "report": report,
+    "poison": poison,
+    "credit": credit,
+    "slow": slow,
+    "bad": bad,
+}
+
+
+def start_demo_worker(
+    path: str | os.PathLike[str],
+    worker_id: str,
+    lease_seconds: float,
+    idle_exit: float | None = None,
+    **options: Any,
+) -> subprocess.Popen:
+    """start_worker() for a worker that knows the demo kinds above (and nothing else)."""
+    handlers = (DEMO_HANDLERS, *options.pop("handlers", ()))
+    return start_worker(path, worker_id, lease_seconds, idle_exit, handlers=handlers, **options)
