@@ -9,6 +9,7 @@ workers on both backends, and two machines whose clocks disagree.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import html
 import tempfile
@@ -80,6 +81,11 @@ def start_server() -> Server:
         raise
     _current = Server(url, time.perf_counter() - started, version, stack)
     stack.callback(_forget)
+    # A kernel that exits normally stops its server itself, while its modules are still
+    # there (left to the interpreter's shutdown, the cleanup failed); a killed kernel's
+    # server is stopped by the watchdog.
+    atexit.register(stack.close)
+    stack.callback(atexit.unregister, stack.close)
     return _current
 
 

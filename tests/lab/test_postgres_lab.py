@@ -186,3 +186,31 @@ def test_workers_survive_terminated_sessions_and_a_restart(tmp_path, monkeypatch
     assert run.done == 80 and run.dead == 0 and run.ledger_rows == 80 and run.not_once == 0
     table = run.table()
     assert table.loc["jobs without exactly one ledger row", "value"] == "0"
+
+
+EXITING_KERNEL = """
+from labqueue.lab import postgres_lab as lab
+import psycopg
+server = lab.start_server()
+with psycopg.connect(server.url) as db:
+    print(db.execute("SHOW data_directory").fetchone()[0], flush=True)
+"""
+
+
+def test_a_kernel_that_exits_stops_its_server_itself():
+    """At a normal exit the kernel's own cleanup stops the server and deletes its folder
+    (before the interpreter tears its modules down, where that cleanup used to fail)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from labqueue.postgres.server import ENV_URL
+
+    if os.environ.get(ENV_URL):
+        pytest.skip(f"{ENV_URL} names the server: nothing is started, nothing to stop")
+    done = subprocess.run([sys.executable, "-c", EXITING_KERNEL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    data = Path(done.stdout.strip())
+    assert not data.exists() and not data.parent.exists()
