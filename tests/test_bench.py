@@ -217,3 +217,23 @@ def test_the_bare_floors_claim_through_the_ready_index_without_sorting(tmp_path)
         for statement, params in ((FLOOR_TAKE, (1.0,)), (FLOOR_CLAIM, (1.0, 2.0, "t", "w"))):
             plan = " | ".join(row[3] for row in q.db.execute("EXPLAIN QUERY PLAN " + statement, params))
             assert "jobs_ready" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_every_bench_races_round_robin_starting_one_place_further_each_round():
+    from labqueue.bench.tally import race_rounds
+
+    order, lines = [], []
+
+    def race(key: str, procs: int) -> dict:
+        order.append((key, procs))
+        return {"jobs_per_s": 10.0, "deliveries": 5}
+
+    runs = race_rounds(3, (1, 4), ("a", "bb", "c"), race, lines.append)
+    assert order[:6] == [("a", 1), ("bb", 1), ("c", 1), ("a", 4), ("bb", 4), ("c", 4)]
+    assert order[6:9] == [("bb", 1), ("c", 1), ("a", 1)]  # round 2 starts one place on
+    assert order[12:15] == [("c", 1), ("a", 1), ("bb", 1)]
+    assert [run["round"] for run in runs] == [1] * 6 + [2] * 6 + [3] * 6
+    assert lines[0] == "round 1/3  1 proc  a          10 jobs/s  5 deliveries"
+    order.clear()
+    race_rounds(2, (1,), ("sqlite", "postgres"), race)
+    assert order == [("sqlite", 1), ("postgres", 1), ("postgres", 1), ("sqlite", 1)]  # two swap places

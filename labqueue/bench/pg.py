@@ -47,7 +47,7 @@ from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
 from ..queue import JobQueue
 from ..worker import positive_seconds, whole_number
-from .tally import machine, tally
+from .tally import machine, race_rounds, tally
 from .wakeup import nearest_rank
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg.json"
@@ -178,20 +178,12 @@ def drain_rates(
 ) -> list[dict[str, Any]]:
     """Every backend at every process count, round by round; the backends swap places
     each round, so neither always runs first."""
-    runs = []
-    for r in range(sizes.rounds):
-        order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
-        for procs in sizes.procs:
-            for backend in order:
-                where = str(Path(folder) / "sqlite") if backend == "sqlite" else url
-                run = drain(backend, where, sizes.jobs, procs)
-                run["round"] = r + 1
-                runs.append(run)
-                progress(
-                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {backend:<8} "
-                    f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
-                )
-    return runs
+
+    def one(backend: str, procs: int) -> dict[str, Any]:
+        where = str(Path(folder) / "sqlite") if backend == "sqlite" else url
+        return drain(backend, where, sizes.jobs, procs)
+
+    return race_rounds(sizes.rounds, sizes.procs, BACKENDS, one, progress)
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

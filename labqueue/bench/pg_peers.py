@@ -47,7 +47,7 @@ from ..procs import run_together
 from ..worker import whole_number
 from .pg import durability_of, server_database, server_version_of
 from .report import paired_ratio, round_ratios
-from .tally import machine, tally
+from .tally import machine, race_rounds, tally
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg_peers.json"
 LEASE_SECONDS = 60.0
@@ -365,19 +365,11 @@ def races(
     server: str, sizes: Sizes, keys: Sequence[str], progress: Callable[[str], object] = lambda line: None
 ) -> list[dict[str, Any]]:
     """Every contender at every process count; round r starts the order r places on."""
-    runs = []
-    for r in range(sizes.rounds):
-        order = [keys[(i + r) % len(keys)] for i in range(len(keys))]
-        for procs in sizes.procs:
-            for key in order:
-                run = race(key, server, sizes.jobs, procs)
-                run["round"] = r + 1
-                runs.append(run)
-                progress(
-                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<13}"
-                    f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
-                )
-    return runs
+
+    def one(key: str, procs: int) -> dict[str, Any]:
+        return race(key, server, sizes.jobs, procs)
+
+    return race_rounds(sizes.rounds, sizes.procs, keys, one, progress)
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ from ..sql import SCHEMA
 from .contenders import CONTENDERS, SAME, TutorialStatements, child
 from .profile import profile
 from .report import DATA_FILE, report, targets
-from .tally import machine, tally
+from .tally import machine, race_rounds, tally
 
 BASELINE = "tutorial_l1"
 RUN_TIMEOUT_SECONDS = 600.0
@@ -110,19 +110,11 @@ def throughput(
 ) -> list[dict[str, Any]]:
     """Every contender at every process count, round-robin: round r starts the order r
     places further on, so no contender always runs first or last."""
-    runs = []
-    for r in range(sizes.rounds):
-        order = list(keys[r % len(keys) :]) + list(keys[: r % len(keys)])
-        for procs in sizes.procs:
-            for key in order:
-                run = race(key, sizes.jobs, procs, folder / key)
-                run["round"] = r + 1
-                runs.append(run)
-                progress(
-                    f"round {r + 1}/{sizes.rounds}  {procs} proc  {key:<14} "
-                    f"{run['jobs_per_s'] or 0:>9,.0f} jobs/s  {run['deliveries']} deliveries"
-                )
-    return runs
+
+    def one(key: str, procs: int) -> dict[str, Any]:
+        return race(key, sizes.jobs, procs, folder / key)
+
+    return race_rounds(sizes.rounds, sizes.procs, keys, one, progress)
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
