@@ -299,28 +299,32 @@ def drain_summary(runs: Any) -> Any:
     return table
 
 
-def published_drains() -> Any:
-    """The full-size run saved in data/bench_pg.json (python -m labqueue.bench.pg), or None."""
+def _saved(name: str) -> dict[str, Any] | None:
+    """A saved bench run from data/, or None when there is none."""
     import json
 
+    try:
+        return json.loads(data_file(name).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def published_drains() -> Any:
+    """The full-size run saved in data/bench_pg.json (python -m labqueue.bench.pg), or None."""
     import pandas as pd
 
-    try:
-        results = json.loads(data_file("bench_pg.json").read_text())
-    except FileNotFoundError:
+    results = _saved("bench_pg.json")
+    if results is None:
         return None
     return pd.DataFrame(results["summary"]).set_index("procs"), results["meta"]
 
 
 def published_latency() -> Any:
     """The saved run's pick-up latency on PostgreSQL, LISTEN/NOTIFY against polling, or None."""
-    import json
-
     import pandas as pd
 
-    try:
-        results = json.loads(data_file("bench_pg.json").read_text())
-    except FileNotFoundError:
+    results = _saved("bench_pg.json")
+    if results is None:
         return None
     rows = [
         {
@@ -338,13 +342,10 @@ def published_latency() -> Any:
 def published_peers() -> Any:
     """The saved `labqueue bench pg-peers` run: each contender's median jobs/s with 1 and 4
     workers, labqueue's paired ratio to it, and what it promises about a job; or None."""
-    import json
-
     import pandas as pd
 
-    try:
-        results = json.loads(data_file("bench_pg_peers.json").read_text())
-    except FileNotFoundError:
+    results = _saved("bench_pg_peers.json")
+    if results is None:
         return None
     rows = [
         {
