@@ -740,12 +740,7 @@ class Queue:
         by_token: dict[str, list[int]] = {}
         for report in finished:
             if report.error is None and report.effect is None:
-                job = report.job
-                ids = by_token.get(job.lease_token)
-                if ids is None:
-                    by_token[job.lease_token] = [job.id]
-                else:
-                    ids.append(job.id)
+                by_token.setdefault(report.job.lease_token, []).append(report.job.id)
         done: set[int] = set()
         for token, ids in by_token.items():
             done.update(self._d.complete_many(ids, token, now))
