@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
-from . import joblog, validate
+from . import heap, joblog, validate
 from .backends import open_queue
 from .core import DATABASE_FAILURES
 from .durations import parse_duration
@@ -755,6 +755,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
     configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    # This process is a worker's own: its heap keeps its top between statements (labqueue.heap).
+    if not heap.keep_top():
+        log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
     try:
         registry.load_for_worker(args.handlers)
     except ImportError as exc:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import sql, worker
+from .. import heap, sql, worker
 from ..queue import JobQueue
 
 LEASE_SECONDS = 60.0
@@ -55,6 +55,7 @@ def _load_labqueue(folder: Path, n: int) -> None:
 
 
 def _open_labqueue(folder: Path) -> JobQueue:
+    heap.keep_top()  # a worker process: as `labqueue worker` does when its process starts
     return JobQueue(folder / DB_FILE, lease_seconds=LEASE_SECONDS)
 
 

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import worker
+from .. import heap, worker
 from ..backends import is_postgres_url
 from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
@@ -153,6 +153,7 @@ def drain_child(location: str, name: str, barrier: Any, results: Any) -> None:
     def note(job: Any, q: Any) -> None:
         seen.append(job.payload["n"])
 
+    heap.keep_top()  # as `labqueue worker` does when its process starts
     barrier.wait()
     worker.run(location, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=worker.StopFlag())
     results.put((name, time.time(), seen))

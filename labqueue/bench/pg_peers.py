@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import worker
+from .. import heap, worker
 from ..errors import InvalidArgument
 from ..procs import run_together
 from ..worker import whole_number
@@ -299,6 +299,8 @@ def child(key: str, url: str, name: str, barrier: Any, results: Any) -> None:
     it ended."""
     for module in IMPORTS[key]:
         importlib.import_module(module)
+    if key == "labqueue":
+        heap.keep_top()  # as `labqueue worker` does when its process starts
     barrier.wait()
     seen = DRAINS[key](url, name)
     results.put((name, time.time(), seen))
