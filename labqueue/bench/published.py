@@ -97,7 +97,9 @@ def render_bench(results: dict[str, Any]) -> str:
         )
         + f"{ratios('huey')} huey's storage calls alone ({speeds('huey')} jobs/s). "
         "huey deletes a job as it hands it out (no lease: a worker that dies mid-job loses it); "
-        "labqueue leases it and fences its completion. Every contender ran in WAL with synchronous=NORMAL."
+        "labqueue leases it and fences its completion. Every contender ran in WAL with synchronous=NORMAL; "
+        "labqueue's worker processes kept their heap's top as `labqueue worker` does (labqueue.heap), the "
+        "others ran with their allocator's defaults."
     )
 
 
