@@ -72,6 +72,17 @@ def measure(
     return {"sizes": vars(sizes), "when": time.time(), "machine": bench.machine(), "modes": rows}
 
 
+def saved_worker_run(data: Path | None = None) -> str:
+    """The saved `labqueue bench wakeup --real-worker` run in README's words
+    (data/bench_wakeup_worker.json), or how to measure one where none is saved."""
+    from ..bench import published
+
+    folder = published.DATA if data is None else data
+    if not (folder / published.FILES["wakeup"]).is_file():
+        return "No saved run here: `python tasks.py bench wakeup --real-worker` measures one (2 minutes)."
+    return published.render("wakeup", folder)
+
+
 def by_mode(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["mode"]: row for row in results["modes"]}
 

@@ -70,3 +70,12 @@ def test_a_small_live_measurement_picks_up_every_job(tmp_path):
 def test_bad_sizes_are_named(tmp_path, sizes):
     with pytest.raises(InvalidArgument, match=r"jobs|idle_seconds|max_gap"):
         wake.measure(sizes, folder=tmp_path, progress=False)
+
+
+def test_the_saved_worker_run_is_quoted_as_readme_quotes_it(tmp_path):
+    from labqueue.bench import published
+
+    text = wake.saved_worker_run()
+    assert text == published.render("wakeup")
+    assert "with hints" in text and "bench_wakeup_worker.json" in text
+    assert "tasks.py bench wakeup --real-worker" in wake.saved_worker_run(tmp_path)  # nothing saved there
