@@ -15,6 +15,10 @@ exactly as on SQLite.
 
 NOW = "COALESCE(%(now)s::double precision, extract(epoch FROM statement_timestamp())::double precision)"
 
+# A running job whose attempts are used up (labqueue/sql.py's EXHAUSTED): jobs_exhausted's
+# WHERE term, repeated word for word by every statement that looks for such jobs.
+EXHAUSTED = "state = 'running' AND attempts >= max_attempts"
+
 # BIGINT where SQLite's INTEGER holds 64 bits, so both accept the same numbers.
 TABLE = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -40,13 +44,13 @@ CREATE TABLE IF NOT EXISTS jobs (
 # Highest priority first, then the oldest ready job: labqueue/sql.py's CLAIM_ORDER.
 CLAIM_ORDER = "priority DESC, visible_at, id"
 
-INDEXES = """
+INDEXES = f"""
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (priority DESC, visible_at, id, queue)
     WHERE state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_queue_ready ON jobs (queue, priority DESC, visible_at, id)
     WHERE state IN ('queued', 'running') AND queue <> 'default';
 CREATE INDEX IF NOT EXISTS jobs_exhausted ON jobs (visible_at)
-    WHERE state = 'running' AND attempts >= max_attempts;
+    WHERE {EXHAUSTED};
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 """
 
@@ -205,7 +209,7 @@ _RETIRE = f"""UPDATE jobs
        last_error = CASE WHEN last_error IS NULL THEN %(reason)s
                          ELSE %(reason)s || '; previous error: ' || last_error END
  WHERE id IN (SELECT id FROM jobs
-               WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW}
+               WHERE {EXHAUSTED} AND visible_at <= {NOW}
                  FOR UPDATE SKIP LOCKED)"""
 
 # The claim, in one statement. `retired` turns jobs whose lease ran out on their last
@@ -221,7 +225,7 @@ RETURNING id
 ), locked AS (
     SELECT id FROM jobs
      WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
-       AND NOT (state = 'running' AND attempts >= max_attempts){{scope}}
+       AND NOT ({EXHAUSTED}){{scope}}
      ORDER BY {CLAIM_ORDER}
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
@@ -250,10 +254,10 @@ CLAIM_IN = {name: _CLAIM.format(scope=scope) for name, scope in SCOPES.items()}
 _BATCH_LOOK = f"""
 SELECT id, attempts,
        EXISTS (SELECT 1 FROM jobs
-                WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW})
+                WHERE {EXHAUSTED} AND visible_at <= {NOW})
   FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
-   AND NOT (state = 'running' AND attempts >= max_attempts){{scope}}
+   AND NOT ({EXHAUSTED}){{scope}}
  ORDER BY {CLAIM_ORDER}
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
@@ -283,7 +287,7 @@ _READY_PROBE = f"""
 SELECT EXISTS (SELECT 1 FROM jobs
                 WHERE state IN ('queued', 'running') AND visible_at <= {NOW}{{scope}})
     OR EXISTS (SELECT 1 FROM jobs
-                WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= {NOW})
+                WHERE {EXHAUSTED} AND visible_at <= {NOW})
 """
 READY_PROBE_IN = {name: _READY_PROBE.format(scope=scope) for name, scope in SCOPES.items()}
 READY_PROBE = READY_PROBE_IN["all"]
