@@ -64,21 +64,27 @@ def _left_labqueue(folder: Path) -> int:
         return db.execute("SELECT COUNT(*) FROM jobs WHERE state != 'done'").fetchone()[0]
 
 
+def drain_with_worker(location: str, name: str, batch: int = worker.DEFAULT_BATCH) -> list[int]:
+    """labqueue.worker.run, the loop `labqueue worker` runs, on `location` (a file or a
+    postgresql:// URL) at one batch size, with a no-op handler that notes each job's n; it
+    leaves at the first poll that finds nothing. Every bench's labqueue drain is this one."""
+    seen: list[int] = []
+
+    def note(job: Any, queue: Any) -> None:
+        seen.append(job.payload["n"])
+
+    stop = worker.StopFlag()
+    worker.run(location, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=stop, batch=batch)
+    return seen
+
+
 def worker_loop(batch: int) -> Callable[[JobQueue, str], list[int]]:
-    """labqueue.worker.run, the loop `labqueue worker` runs, at one batch size, with a
-    no-op handler that notes each job; it leaves at the first poll that finds nothing."""
+    """drain_with_worker at one batch size, on the queue the race opened for it."""
 
     def drain(q: JobQueue, name: str) -> list[int]:
-        seen: list[int] = []
-
-        def note(job: Any, queue: JobQueue) -> None:
-            seen.append(job.payload["n"])
-
         path = str(q.path)
         q.close()  # run() opens its own queue, as the worker process does
-        stop = worker.StopFlag()
-        worker.run(path, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=stop, batch=batch)
-        return seen
+        return drain_with_worker(path, name, batch)
 
     return drain
 

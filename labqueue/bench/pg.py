@@ -41,19 +41,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import heap, worker
+from .. import heap
 from ..backends import is_postgres_url
 from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
 from ..queue import JobQueue
 from ..worker import positive_seconds, whole_number
+from .contenders import drain_with_worker
 from .tally import machine, race_rounds, tally
 from .wakeup import nearest_rank
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg.json"
 BACKENDS = ("sqlite", "postgres")
 LABELS = {"sqlite": "SQLite (one file, WAL)", "postgres": "PostgreSQL (SKIP LOCKED)"}
-LEASE_SECONDS = 60.0
 PG_SCHEMA = "labqueue"  # the schema a worker process uses (PgJobQueue's default)
 LATENCY_SCHEMA = "bench_pickup"
 START_TIMEOUT_SECONDS = 120.0
@@ -148,14 +148,9 @@ def left_in_store(location: str) -> int:
 def drain_child(location: str, name: str, barrier: Any, results: Any) -> None:
     """A worker process of a drain: wait for the release, run the worker loop until the
     queue is empty, report what it handled and when it ended."""
-    seen: list[int] = []
-
-    def note(job: Any, q: Any) -> None:
-        seen.append(job.payload["n"])
-
     heap.keep_top()  # as `labqueue worker` does when its process starts
     barrier.wait()
-    worker.run(location, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=worker.StopFlag())
+    seen = drain_with_worker(location, name)
     results.put((name, time.time(), seen))
 
 

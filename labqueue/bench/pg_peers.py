@@ -41,16 +41,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import heap, worker
+from .. import heap
 from ..errors import InvalidArgument
 from ..procs import run_together
 from ..worker import whole_number
+from .contenders import drain_with_worker
 from .pg import durability_of, server_database, server_version_of
 from .report import paired_ratio, round_ratios
 from .tally import machine, race_rounds, tally
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "bench_pg_peers.json"
-LEASE_SECONDS = 60.0
 BATCH = 10
 START_TIMEOUT_SECONDS = 120.0
 RUN_TIMEOUT_SECONDS = 600.0
@@ -203,15 +203,7 @@ async def _procrastinate_load(url: str, jobs: int) -> None:
 
 
 def drain_labqueue(url: str, name: str) -> list[int]:
-    seen: list[int] = []
-
-    def note(job: Any, q: Any) -> None:
-        seen.append(job.payload["n"])
-
-    worker.run(
-        url, name, LEASE_SECONDS, idle_exit=0, handlers={"noop": note}, stop=worker.StopFlag(), batch=BATCH
-    )
-    return seen
+    return drain_with_worker(url, name, BATCH)
 
 
 def drain_pgqueuer(url: str, name: str) -> list[int]:
