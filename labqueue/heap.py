@@ -18,7 +18,6 @@ Elsewhere (macOS, Windows, musl) there is no such cycle to end, and nothing is c
 
 from __future__ import annotations
 
-import ctypes
 import os
 
 from . import validate
@@ -37,6 +36,8 @@ def keep_top(pad: int = TOP_PAD) -> bool:
     pad = validate.whole("pad", pad, low=0, high=MAX_PAD, why="mallopt takes a C int")
     if not _is_glibc():
         return False
+    import ctypes  # here, not at the top: `import labqueue.worker` need not load it
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
