@@ -1080,7 +1080,7 @@ def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
 def batch_size(attempts: Sequence[int]) -> int:
     """How many of the next ready jobs (their attempts, in claim order) one batch takes:
     one job handed out before alone, else the leading run of jobs never handed out.
-    Both drivers apply it to the attempts their claim reads (SQLite READY_ATTEMPTS,
+    Both drivers apply it to the attempts their claim reads (SQLite READY_ROWS,
     PostgreSQL BATCH_LOOK)."""
     if not attempts:
         return 0

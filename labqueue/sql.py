@@ -259,43 +259,49 @@ UPDATE jobs
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
 
-# The worker loop's claim: RETIRE_EXHAUSTED and CLAIM folded into one statement, so
-# the common case (nothing to retire) costs no extra statement. The OR's second arm is
-# RETIRE_EXHAUSTED's WHERE word for word, so SQLite answers it from jobs_exhausted
-# alone; the first arm leaves those rows to it. Every SET expression reads the row
-# as it was before the update, so each CASE sees the same condition.
-# Returned rows whose state is 'dead' were retired, the 'running' ones were claimed.
-# (A lease that ran out on a last attempt is retired whatever its queue.)
-_CLAIM_NEXT = f"""
-UPDATE jobs
-   SET state       = CASE WHEN {EXHAUSTED} THEN 'dead' ELSE 'running' END,
-       attempts    = CASE WHEN {EXHAUSTED} THEN attempts ELSE attempts + 1 END,
-       visible_at  = CASE WHEN {EXHAUSTED} THEN visible_at ELSE :lease_end END,
-       lease_token = CASE WHEN {EXHAUSTED} THEN NULL ELSE :token END,
-       worker      = CASE WHEN {EXHAUSTED} THEN worker ELSE :worker END,
-       finished_at = CASE WHEN {EXHAUSTED} THEN :now ELSE finished_at END,
-       last_error  = CASE WHEN {EXHAUSTED} THEN {RETIRED_ERROR} ELSE last_error END
- WHERE id IN (SELECT id FROM jobs
-               WHERE state IN ('queued', 'running') AND visible_at <= :now
-                 AND NOT ({EXHAUSTED}){{scope}}
-               ORDER BY {{order}}
-               LIMIT :limit)
-    OR ({EXHAUSTED} AND visible_at <= :now)
-RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at, state
-"""
-
-# Group commit's look at the next batch, inside the write transaction that will claim
-# it: the attempts of the next ready jobs, in the claim's order. A job handed out before
-# (attempts > 0: its worker may have died on it) is claimed alone; otherwise the batch
-# is the leading run of jobs never handed out, claimed by CLAIM_NEXT with that LIMIT.
-# With the write lock held, CLAIM_NEXT then takes exactly these rows.
-_READY_ATTEMPTS = f"""
-SELECT attempts FROM jobs
+# Group commit's claim (the worker loop's, claim_batch and claim_next), in the write
+# transaction that will lease the batch, after RETIRE_EXHAUSTED: READY_ROWS reads the next
+# ready rows in the claim's order, with what a job is made of; the driver picks the batch
+# from their attempts (core.batch_size: a job handed out before, attempts > 0, its worker
+# may have died on it, comes alone; otherwise the leading run of jobs never handed out),
+# and CLAIM_IDS leases exactly those rows (its state test only says, in the statement itself,
+# that it never takes a finished row). With the write lock held nothing can change them
+# between the two statements, and what the lease writes is known (the token, the deadline
+# and attempts + 1, which READY_ROWS computes as the UPDATE will), so the claim needs no
+# RETURNING: SQLite collects RETURNING rows in a temporary table per statement, measured
+# here at a quarter of the claim's time. (claim() keeps the tutorial's one UPDATE ...
+# RETURNING, CLAIM above.)
+def _ready_rows(columns: str) -> str:
+    return f"""
+SELECT {columns} FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= :now
    AND NOT ({EXHAUSTED}){{scope}}
  ORDER BY {{order}}
  LIMIT :limit
 """
+
+
+_READY_ROWS = _ready_rows("id, kind, payload, attempts + 1, max_attempts")
+# The same rows with their text as raw bytes: only when a row's text could not be decoded
+# as UTF-8, so that the row alone can be set aside.
+_READY_ROWS_RAW = _ready_rows(
+    "id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload), attempts + 1, max_attempts"
+)
+
+_CLAIM_IDS = """
+UPDATE jobs
+   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?
+ WHERE id IN ({ids}) AND state IN ('queued', 'running')
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def claim_ids(count: int) -> str:
+    """CLAIM_IDS for `count` ids: parameters (lease_end, token, worker, id, id, ...)."""
+    return _CLAIM_IDS.format(ids=", ".join("?" * count))
+
+
+CLAIM_IDS = claim_ids(1)  # its shape, as the course's tables show it
 
 # An idle worker's look before it claims: a read through the ready index, no write lock,
 # so writers (producers, other workers) carry on while it looks. It is true exactly
@@ -313,8 +319,8 @@ def _scoped(template: str) -> dict[str, str]:
 
 
 CLAIM_IN = _scoped(_CLAIM)
-CLAIM_NEXT_IN = _scoped(_CLAIM_NEXT)
-READY_ATTEMPTS_IN = _scoped(_READY_ATTEMPTS)
+READY_ROWS_IN = _scoped(_READY_ROWS)
+READY_ROWS_RAW_IN = _scoped(_READY_ROWS_RAW)
 READY_PROBE_IN = _scoped(_READY_PROBE)
 # Across all queues an expired lease is a running row already: the first arm finds it.
 READY_PROBE_IN["all"] = """
@@ -324,8 +330,7 @@ SELECT 1 FROM jobs
 """
 # The statements as the tutorial's single queue runs them.
 CLAIM = CLAIM_IN["all"]
-CLAIM_NEXT = CLAIM_NEXT_IN["all"]
-READY_ATTEMPTS = READY_ATTEMPTS_IN["all"]
+READY_ROWS = READY_ROWS_IN["all"]
 READY_PROBE = READY_PROBE_IN["all"]
 
 # When the next job becomes ready (a delayed job, a retry's backoff, a lease's end): an
@@ -344,9 +349,9 @@ UPDATE jobs
  WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
-# The claimed rows again, read as raw bytes: only when a claimed row's text could not
-# be decoded as UTF-8, so that the row alone can be set aside. The claimed rows are live,
-# so jobs_ready holds them all and the finished rows are never read.
+# The rows one claim leased (its token is new), read as raw bytes: when a claimed row's
+# text could not be decoded as UTF-8, so that the row alone can be set aside. The claimed
+# rows are live, so jobs_ready holds them all and the finished rows are never read.
 CLAIMED_RAW = """
 SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),
        attempts, max_attempts, lease_token, visible_at
@@ -381,8 +386,9 @@ UPDATE jobs
  WHERE id IN ({ids}) AND lease_token = ? AND state = 'running'
 RETURNING id
 """
-# The most ids one COMPLETE_MANY takes (SQLite allows 32,766 parameters since 3.32, 999 before).
-COMPLETE_MANY_IDS = 500
+# The most ids one COMPLETE_MANY or CLAIM_IDS takes (SQLite allows 32,766 parameters
+# since 3.32, 999 before).
+IDS_PER_STATEMENT = 500
 
 
 @functools.lru_cache(maxsize=64)

@@ -93,19 +93,56 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
     ("statement", "indexes"),
     [
         (sql.READY_PROBE, {"jobs_ready"}),
-        (sql.CLAIM_NEXT, {"jobs_ready", "jobs_exhausted"}),
-        (sql.READY_ATTEMPTS, {"jobs_ready"}),
+        (sql.RETIRE_EXHAUSTED, {"jobs_exhausted"}),
+        (sql.READY_ROWS, {"jobs_ready"}),
+        (sql.claim_ids(10), set()),  # by primary key
     ],
 )
 def test_fast_path_statements_read_only_their_partial_indexes(q, statement, indexes):
     params = {"now": 1.0, "lease_end": 2.0, "token": "t", "worker": "w", "limit": 1, "reason": "r"}
-    args = (1.0,) if statement == sql.READY_PROBE else params
+    args = {
+        sql.READY_PROBE: (1.0,),
+        sql.RETIRE_EXHAUSTED: {"now": 1.0, "reason": "r"},
+        sql.claim_ids(10): (2.0, "t", "w", *range(10)),
+    }.get(statement, params)
     plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
     for index in indexes:
         assert any(f"USING INDEX {index}" in line for line in plan), plan
     for line in plan:
         if line.startswith(("SCAN jobs", "SEARCH jobs")):
             assert "INDEX jobs_" in line or "PRIMARY KEY" in line, f"{line!r} reads the whole table"
+
+
+@pytest.mark.sqlite_only
+def test_a_batch_claim_returns_exactly_the_rows_it_leased(q, clock):
+    """The batch claim reads the rows, then leases them without RETURNING: what it hands
+    out must be what the file now holds, attempts and deadline included."""
+    q.enqueue_many("t", [{"n": n} for n in range(4)])
+    jobs = q.claim_batch("w", 3)
+    rows = {
+        r[0]: r[1:]
+        for r in q.db.execute("SELECT id, state, attempts, visible_at, lease_token, worker FROM jobs")
+    }
+    assert [j.id for j in jobs] == [1, 2, 3]
+    for job in jobs:
+        assert rows[job.id] == ("running", job.attempts, job.lease_expires_at, job.lease_token, "w")
+        assert job.attempts == 1 and job.lease_expires_at == clock.now + 30
+    assert rows[4][:2] == ("queued", 0)
+
+
+@pytest.mark.sqlite_only
+def test_a_row_something_else_keeps_from_being_leased_is_not_handed_out(q):
+    """Only a trigger beside labqueue can stop a row READY_ROWS read under the write lock
+    from being leased; the claim then hands out the rows that hold its token, no others."""
+    q.enqueue_many("t", [{"n": n} for n in range(3)])
+    q.db.execute(
+        "CREATE TRIGGER keep_two BEFORE UPDATE OF lease_token ON jobs WHEN OLD.id = 2 "
+        "BEGIN SELECT RAISE(IGNORE); END"
+    )
+    jobs = q.claim_batch("w", 3)
+    assert [j.id for j in jobs] == [1, 3]
+    assert state(q, 2)[0] == "queued"
+    assert {state(q, j.id)[0] for j in jobs} == {"running"}
 
 
 # -- claim_next -------------------------------------------------------------------

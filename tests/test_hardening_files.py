@@ -471,8 +471,9 @@ def test_a_readable_error_message_names_the_cannot_open_class():
 def test_the_exhausted_condition_is_written_once_and_used_verbatim(q):
     (index_sql,) = q.db.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs_exhausted'").fetchone()
     assert index_sql.split("WHERE", 1)[1].strip() == sql.EXHAUSTED
-    for statement in (sql.RETIRE_EXHAUSTED, sql.CLAIM_NEXT):
-        assert f"{sql.EXHAUSTED} AND visible_at <= :now" in statement
+    assert f"{sql.EXHAUSTED} AND visible_at <= :now" in sql.RETIRE_EXHAUSTED
+    for statement in sql.READY_ROWS_IN.values():  # the batch claim leaves those rows to it
+        assert f"NOT ({sql.EXHAUSTED})" in statement
 
 
 def test_both_claim_paths_take_their_token_from_one_function(q, monkeypatch):

@@ -321,36 +321,70 @@ class SqliteDriver:
         return self._hot.execute(sql.NEXT_DUE_IN[scope], _sqlite_params(where)).fetchone()[0]
 
     def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
-        """claim(): retire exhausted leases, then lease up to `limit` rows. A batch (group
-        commit): read the attempts of the next ready jobs, then lease the leading run never
-        handed out (or one job handed out before) with CLAIM_NEXT, which also retires."""
+        """Retire exhausted leases, then lease up to `limit` rows: claim() with the
+        tutorial's UPDATE ... RETURNING; a batch (group commit) by reading the next ready
+        rows and leasing the leading run never handed out, or one job handed out before
+        (READY_ROWS, then CLAIM_IDS: see labqueue/sql.py)."""
         params = _sqlite_params(params)
+        self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
         if not batch:
-            self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
             return self._claimed(sql.CLAIM_IN[scope], params)
-        if params["limit"] > 1:
-            attempts = [row[0] for row in self._hot.execute(sql.READY_ATTEMPTS_IN[scope], params)]
-            params["limit"] = max(1, batch_size(attempts))
-        return [row for row in self._claimed(sql.CLAIM_NEXT_IN[scope], params) if row[7] == "running"]
+        ready = self._ready_rows(scope, params)
+        if not ready:
+            return []
+        ready = ready[: batch_size([row[3] - 1 for row in ready])]
+        token, lease_end = params["token"], params["lease_end"]
+        leased = self._lease([row[0] for row in ready], lease_end, token, params["worker"])
+        return [
+            (job_id, kind, payload, attempts, max_attempts, token, lease_end)
+            for job_id, kind, payload, attempts, max_attempts in ready
+            if leased is None or job_id in leased
+        ]
+
+    def _ready_rows(self, scope: str, params: dict[str, Any]) -> list[tuple]:
+        """READY_ROWS; a row whose text SQLite holds as invalid UTF-8 cannot even be
+        fetched, so then the same rows are read as bytes and that row alone set aside."""
+        try:
+            return self._hot.execute(sql.READY_ROWS_IN[scope], params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        return [
+            (job_id, _raw_text(kind, kind_type), _raw_text(payload, payload_type), attempts, max_attempts)
+            for job_id, kind, kind_type, payload, payload_type, attempts, max_attempts in self._hot.execute(
+                sql.READY_ROWS_RAW_IN[scope], params
+            )
+        ]
+
+    def _lease(self, ids: list[int], lease_end: float, token: str, worker: str) -> set[int] | None:
+        """CLAIM_IDS on the rows READY_ROWS read in this write transaction. Returns None
+        when every one was leased, as nothing but labqueue's own statements touch them;
+        otherwise (something beside labqueue, a trigger on jobs, kept a row from
+        changing) the ids that now hold this claim's token, which is new."""
+        leased, cursor = 0, self._hot
+        for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
+            chunk = ids[start : start + sql.IDS_PER_STATEMENT]
+            leased += cursor.execute(sql.claim_ids(len(chunk)), (lease_end, token, worker, *chunk)).rowcount
+        if leased == len(ids):
+            return None
+        return {row[0] for row in cursor.execute(sql.CLAIMED_RAW, {"token": token, "lease_end": lease_end})}
 
     def _claimed(self, statement: str, params: dict[str, Any]) -> list[tuple]:
         """Run a claim statement and return its rows. A row whose text SQLite holds as
         invalid UTF-8 cannot even be fetched; then the rows claimed under this token are
-        read again as bytes, so that row alone can be set aside (retired rows, which
-        are dead already, are not read again). fetchall() matters: an undrained
+        read again as bytes, so that row alone can be set aside. fetchall() matters: an undrained
         RETURNING cursor keeps the statement, and with it the write lock, alive."""
         try:
             return self._hot.execute(statement, params).fetchall()
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc):
                 raise
-        rows = []
-        for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
-            sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
-        ):
-            kind, payload = _raw_text(kind, kind_type), _raw_text(payload, payload_type)
-            rows.append((job_id, kind, payload, *rest, "running"))
-        return rows
+        return [
+            (job_id, _raw_text(kind, kind_type), _raw_text(payload, payload_type), *rest)
+            for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
+                sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
+            )
+        ]
 
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self._hot.execute(sql.BURY, {"now": now, "reason": reason, "id": job_id, "token": token})
@@ -360,8 +394,8 @@ class SqliteDriver:
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         done: list[int] = []
-        for start in range(0, len(ids), sql.COMPLETE_MANY_IDS):
-            chunk = ids[start : start + sql.COMPLETE_MANY_IDS]
+        for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
+            chunk = ids[start : start + sql.IDS_PER_STATEMENT]
             done += [row[0] for row in self._hot.execute(sql.complete_many(len(chunk)), (now, *chunk, token))]
         return done
 

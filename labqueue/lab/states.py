@@ -36,13 +36,13 @@ class Edge:
 
 EDGES: tuple[Edge, ...] = (
     Edge("enqueue", START, "queued", "enqueue", ("ENQUEUE", "ENQUEUE_MANY")),
-    Edge("claim", "queued", "running", "claim\n(attempts + 1, new token)", ("CLAIM", "CLAIM_NEXT")),
+    Edge("claim", "queued", "running", "claim\n(attempts + 1, new token)", ("CLAIM", "CLAIM_IDS")),
     Edge(
         "reclaim",
         "running",
         "running",
         "lease expired:\nclaimed again\n(attempts + 1, new token)",
-        ("CLAIM", "CLAIM_NEXT"),
+        ("CLAIM", "CLAIM_IDS"),
     ),
     # COMPLETE_MANY: group commit's plain completions, one statement per claim, each fenced.
     Edge("complete", "running", "done", "complete\n(token matches)", ("COMPLETE", "COMPLETE_MANY")),
@@ -54,7 +54,7 @@ EDGES: tuple[Edge, ...] = (
         "running",
         "dead",
         "fail, out of attempts;\nor lease expired\non the last attempt",
-        ("FAIL", "RETIRE_EXHAUSTED", "CLAIM_NEXT", "BURY"),
+        ("FAIL", "RETIRE_EXHAUSTED", "BURY"),
     ),
     Edge("requeue", "dead", "queued", "requeue_dead (attempts = 0)", ("REQUEUE_DEAD", "REQUEUE_DEAD_IDS")),
     # Part 2: cancel() stops a job that is not finished; a running one loses its token.

@@ -73,7 +73,7 @@ RUNS = {
     ],
     "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
-    "CLAIM_NEXT": [_once(sql.CLAIM_NEXT, CLAIM_PARAMS)],
+    "CLAIM_IDS": [_once(sql.claim_ids(16), (NOW + 30, "new", "w", *range(1, 17)))],
     "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok"))],
     "FAIL": [
         _each_row(
@@ -124,7 +124,7 @@ def writing_statements():
     return sorted(
         name
         for name, value in vars(sql).items()
-        # _CLAIM and _CLAIM_NEXT are the templates of CLAIM and CLAIM_NEXT (and their scopes)
+        # _CLAIM and _CLAIM_IDS are the templates of CLAIM (and its scopes) and claim_ids()
         if name.isupper()
         and not name.startswith("_")
         and isinstance(value, str)
