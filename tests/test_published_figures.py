@@ -59,3 +59,17 @@ def test_the_peers_paragraph_names_procrastinate_only_when_the_run_raced_it(tmp_
     text = paragraph()
     assert "procrastinate 3.99.0's worker, which fetches one job at a time, 1,234 / 1,234" in text
     assert "(labqueue 3.21x / 3.21x it," in text
+
+
+def test_the_bench_paragraph_gives_each_loops_wal_frames_per_job_from_the_profile(tmp_path):
+    results = json.loads((published.DATA / "bench_results.json").read_text())
+
+    def paragraph() -> str:
+        (tmp_path / published.FILES["bench"]).write_text(json.dumps(results))
+        return published.render("bench", tmp_path).replace("\n", " ")
+
+    for row in results["profile"]:
+        row["wal_frames_per_job"] = {"tutorial_l1": 4.5, "labqueue_b10": 0.25}.get(row["contender"], 9.0)
+    assert "write 4.50 WAL frames (pages) per job, labqueue's loop 0.25 (the profile" in paragraph()
+    results.pop("profile")
+    assert "WAL frames" not in paragraph()  # a run from before the bench profiled both

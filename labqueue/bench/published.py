@@ -99,7 +99,20 @@ def render_bench(results: dict[str, Any]) -> str:
         "huey deletes a job as it hands it out (no lease: a worker that dies mid-job loses it); "
         "labqueue leases it and fences its completion. Every contender ran in WAL with synchronous=NORMAL; "
         "labqueue's worker processes kept their heap's top as `labqueue worker` does (labqueue.heap), the "
-        "others ran with their allocator's defaults."
+        "others ran with their allocator's defaults." + _flushes(results)
+    )
+
+
+def _flushes(results: dict[str, Any]) -> str:
+    """Why the ratios to the tutorial move between runs: what each loop gives the disk to flush."""
+    frames = {r["contender"]: r["wal_frames_per_job"] for r in results.get("profile", [])}
+    if not {"tutorial_l1", "labqueue_b10"} <= frames.keys():
+        return ""  # a run from before the bench profiled both
+    return (
+        f" The tutorial's statements write {frames['tutorial_l1']:.2f} WAL frames (pages) per job, "
+        f"labqueue's loop {frames['labqueue_b10']:.2f} (the profile in the same file); each checkpoint "
+        "flushes them to disk, so the tutorial's figure, and every ratio to it, moves between runs with how "
+        "fast the disk flushes."
     )
 
 
