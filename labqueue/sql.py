@@ -259,6 +259,7 @@ UPDATE jobs
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
 
+
 # Group commit's claim (the worker loop's, claim_batch and claim_next), in the write
 # transaction that will lease the batch, after RETIRE_EXHAUSTED: READY_ROWS reads the next
 # ready rows in the claim's order, with what a job is made of; the driver picks the batch

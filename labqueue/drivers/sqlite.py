@@ -342,19 +342,8 @@ class SqliteDriver:
         ]
 
     def _ready_rows(self, scope: str, params: dict[str, Any]) -> list[tuple]:
-        """READY_ROWS; a row whose text SQLite holds as invalid UTF-8 cannot even be
-        fetched, so then the same rows are read as bytes and that row alone set aside."""
-        try:
-            return self._hot.execute(sql.READY_ROWS_IN[scope], params).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "decode" not in str(exc):
-                raise
-        return [
-            (job_id, _raw_text(kind, kind_type), _raw_text(payload, payload_type), attempts, max_attempts)
-            for job_id, kind, kind_type, payload, payload_type, attempts, max_attempts in self._hot.execute(
-                sql.READY_ROWS_RAW_IN[scope], params
-            )
-        ]
+        """READY_ROWS (READY_ROWS_RAW for a row whose text is not UTF-8)."""
+        return self._rows_as_text(sql.READY_ROWS_IN[scope], params, sql.READY_ROWS_RAW_IN[scope], params)
 
     def _lease(self, ids: list[int], lease_end: float, token: str, worker: str) -> set[int] | None:
         """CLAIM_IDS on the rows READY_ROWS read in this write transaction. Returns None
@@ -370,10 +359,18 @@ class SqliteDriver:
         return {row[0] for row in cursor.execute(sql.CLAIMED_RAW, {"token": token, "lease_end": lease_end})}
 
     def _claimed(self, statement: str, params: dict[str, Any]) -> list[tuple]:
-        """Run a claim statement and return its rows. A row whose text SQLite holds as
-        invalid UTF-8 cannot even be fetched; then the rows claimed under this token are
-        read again as bytes, so that row alone can be set aside. fetchall() matters: an undrained
-        RETURNING cursor keeps the statement, and with it the write lock, alive."""
+        """Run a claim statement and return its rows (the claimed rows read back by their
+        token, CLAIMED_RAW, for a row whose text is not UTF-8). fetchall() matters: an
+        undrained RETURNING cursor keeps the statement, and with it the write lock, alive."""
+        return self._rows_as_text(
+            statement, params, sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
+        )
+
+    def _rows_as_text(self, statement: str, params: Any, raw_statement: str, raw_params: Any) -> list[tuple]:
+        """The rows of `statement`, whose columns 1 and 2 are kind and payload. A row whose
+        text SQLite holds as invalid UTF-8 cannot even be fetched; then the same rows are
+        read again by `raw_statement` (id, each text as bytes with its stored type, then the
+        rest), so that row alone can be set aside (labqueue.core.Unreadable)."""
         try:
             return self._hot.execute(statement, params).fetchall()
         except sqlite3.OperationalError as exc:
@@ -382,7 +379,7 @@ class SqliteDriver:
         return [
             (job_id, _raw_text(kind, kind_type), _raw_text(payload, payload_type), *rest)
             for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
-                sql.CLAIMED_RAW, {"token": params["token"], "lease_end": params["lease_end"]}
+                raw_statement, raw_params
             )
         ]
 
