@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -145,7 +144,7 @@ def decode_payload(text: str) -> Any:
 def new_token() -> str:
     """A fresh lease token: 128 random bits. Every claim, single or batch, takes its
     token from here."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()  # secrets.token_hex(16), without its two calls in between
 
 
 # -- the driver: what a backend must do ---------------------------------------------
@@ -261,6 +260,41 @@ def translated(driver: Driver, exc: BaseException, *, timeout: float) -> BaseExc
 # -- the queue --------------------------------------------------------------------------
 
 
+class _Transaction:
+    """Queue._tx(): the driver's transaction, with a database error that stands for a
+    labqueue error raised as that error. A class rather than a generator: the worker
+    opens one per batch, and a generator's context manager costs it about 2 µs more."""
+
+    __slots__ = ("_inner", "_queue")
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+        self._inner = queue._d.transaction()
+
+    def __enter__(self) -> Any:
+        try:
+            return self._inner.__enter__()
+        except Exception as exc:  # BEGIN failed (a lock held past the timeout, a lost connection)
+            mapped = self._queue._translated(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            handled = self._inner.__exit__(kind, exc, tb)
+        except Exception as failure:  # COMMIT or ROLLBACK failed, or a new error replaced exc
+            mapped = self._queue._translated(failure)
+            if mapped is failure:
+                raise
+            raise mapped from failure
+        if isinstance(exc, Exception) and not handled:
+            mapped = self._queue._translated(exc)
+            if mapped is not exc:
+                raise mapped from exc
+        return bool(handled)
+
+
 class Queue:
     """A durable job queue over one driver: leases, fencing tokens, retries with
     full-jitter backoff, dead letters, heartbeats, group commit, cancel, purge.
@@ -301,26 +335,21 @@ class Queue:
         clock = self._d.clock
         return None if clock is None else clock()
 
-    @contextmanager
-    def _tx(self) -> Iterator[Any]:
+    def _tx(self) -> _Transaction:
         """Run the block as one write transaction on the driver's connection: committed at
         its end, rolled back on any exception (KeyboardInterrupt included), and a database
         error that stands for a labqueue error raised as that error."""
-        try:
-            with self._d.transaction() as db:
-                yield db
-        except Exception as exc:
-            mapped = translated(self._d, exc, timeout=self.timeout)
-            if mapped is exc:
-                raise
-            raise mapped from exc
+        return _Transaction(self)
+
+    def _translated(self, exc: Exception) -> BaseException:
+        return translated(self._d, exc, timeout=self.timeout)
 
     def _read(self, action: Callable[[], T]) -> T:
         """A read outside a transaction, its database errors translated as _tx()'s are."""
         try:
             return action()
         except Exception as exc:
-            mapped = translated(self._d, exc, timeout=self.timeout)
+            mapped = self._translated(exc)
             if mapped is exc:
                 raise
             raise mapped from exc

@@ -36,9 +36,12 @@ def give_back_unknown(
 ) -> list[Any]:
     """Give back the claimed `jobs` whose kind `handlers` lacks (put_back, attempt
     returned, hidden `delay` seconds) and return the others, in their order."""
-    unknown = [job for job in jobs if job.kind not in handlers]
-    if not unknown:
+    for job in jobs:
+        if job.kind not in handlers:
+            break
+    else:  # every kind known: the worker's usual case, checked once per job
         return list(jobs)
+    unknown = [job for job in jobs if job.kind not in handlers]
     for kind in sorted({job.kind for job in unknown}):
         note = (
             f"no handler for kind {kind!r} on worker {worker or '?'}: given back for {delay:g} s, "
