@@ -282,11 +282,16 @@ SELECT {columns} FROM jobs
 """
 
 
-_READY_ROWS = _ready_rows("id, kind, payload, attempts + 1, max_attempts")
+# Each row also says whether a lease on a last attempt has run out (RETIRE_EXHAUSTED has
+# work to do): SQLite answers that subquery once per statement, through jobs_exhausted,
+# so the claim runs the retiring UPDATE only when it will retire something.
+_EXHAUSTED_DUE = f"EXISTS (SELECT 1 FROM jobs WHERE {EXHAUSTED} AND visible_at <= :now)"
+_READY_ROWS = _ready_rows(f"id, kind, payload, attempts + 1, max_attempts, {_EXHAUSTED_DUE}")
 # The same rows with their text as raw bytes: only when a row's text could not be decoded
 # as UTF-8, so that the row alone can be set aside.
 _READY_ROWS_RAW = _ready_rows(
-    "id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload), attempts + 1, max_attempts"
+    "id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload), attempts + 1,"
+    f" max_attempts, {_EXHAUSTED_DUE}"
 )
 
 _CLAIM_IDS = """
@@ -303,6 +308,17 @@ def claim_ids(count: int) -> str:
 
 
 CLAIM_IDS = claim_ids(1)  # its shape, as the course's tables show it
+
+# CLAIM_IDS and COMPLETE_MANY for ids that are a run of consecutive integers, which a queue
+# drained in order hands out batch after batch: the run goes in as its first and last id.
+# `id BETWEEN first AND last` names exactly the rows the IN list would, so nothing changes
+# but the work: SQLite builds a temporary index of an IN list's values and then seeks
+# each one, where a range is one seek and a walk along the table.
+CLAIM_ID_RUN = """
+UPDATE jobs
+   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?
+ WHERE id BETWEEN ? AND ? AND state IN ('queued', 'running')
+"""
 
 # An idle worker's look before it claims: a read through the ready index, no write lock,
 # so writers (producers, other workers) carry on while it looks. It is true exactly
@@ -399,6 +415,23 @@ def complete_many(count: int) -> str:
 
 
 COMPLETE_MANY = complete_many(1)  # its shape, as the course's tables and plans show it
+
+COMPLETE_ID_RUN = """
+UPDATE jobs
+   SET state = 'done', finished_at = ?, lease_token = NULL
+ WHERE id BETWEEN ? AND ? AND lease_token = ? AND state = 'running'
+RETURNING id
+"""
+
+
+def id_run(ids: list[int]) -> tuple[int, int] | None:
+    """(first, last) when `ids` are the consecutive integers first, first + 1, ..., last
+    (two or more): then CLAIM_ID_RUN and COMPLETE_ID_RUN name exactly them. Else None."""
+    if len(ids) < 2 or type(ids[0]) is not int:
+        return None
+    first = ids[0]
+    last = first + len(ids) - 1
+    return (first, last) if ids[-1] == last and ids == list(range(first, last + 1)) else None
 
 
 # Out of attempts (or told not to retry): dead, keeping the error for a person.

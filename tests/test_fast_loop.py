@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labqueue import FakeClock, JobQueue, QueueBusy, sql
+from labqueue.core import Finished
 from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE
 from labqueue.worker import StopFlag, handle_then_claim, run
 
@@ -94,8 +95,10 @@ def test_the_idle_poll_takes_no_write_lock(tmp_path):
     [
         (sql.READY_PROBE, {"jobs_ready"}),
         (sql.RETIRE_EXHAUSTED, {"jobs_exhausted"}),
-        (sql.READY_ROWS, {"jobs_ready"}),
+        (sql.READY_ROWS, {"jobs_ready", "jobs_exhausted"}),  # the rows, and whether to retire
         (sql.claim_ids(10), set()),  # by primary key
+        (sql.CLAIM_ID_RUN, set()),
+        (sql.COMPLETE_ID_RUN, set()),
     ],
 )
 def test_fast_path_statements_read_only_their_partial_indexes(q, statement, indexes):
@@ -104,6 +107,8 @@ def test_fast_path_statements_read_only_their_partial_indexes(q, statement, inde
         sql.READY_PROBE: (1.0,),
         sql.RETIRE_EXHAUSTED: {"now": 1.0, "reason": "r"},
         sql.claim_ids(10): (2.0, "t", "w", *range(10)),
+        sql.CLAIM_ID_RUN: (2.0, "t", "w", 1, 10),
+        sql.COMPLETE_ID_RUN: (2.0, 1, 10, "t"),
     }.get(statement, params)
     plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
     for index in indexes:
@@ -143,6 +148,57 @@ def test_a_row_something_else_keeps_from_being_leased_is_not_handed_out(q):
     assert [j.id for j in jobs] == [1, 3]
     assert state(q, 2)[0] == "queued"
     assert {state(q, j.id)[0] for j in jobs} == {"running"}
+
+
+@pytest.mark.parametrize(
+    ("ids", "run"),
+    [
+        ([4, 5, 6], (4, 6)),
+        ([1, 2], (1, 2)),
+        ([7], None),  # one id: a plain seek already
+        ([], None),
+        ([1, 3, 4], None),  # a gap
+        ([3, 2, 1], None),  # not ascending
+        ([1, 2, 2, 3], None),  # a job reported twice
+        ([1, 2.5], None),
+        ([1.0, 2.0], None),
+        (["1", "2"], None),
+        ([True, 2], None),
+    ],
+)
+def test_id_run_names_only_exactly_consecutive_ids(ids, run):
+    assert sql.id_run(ids) == run
+
+
+@pytest.mark.sqlite_only
+def test_a_batch_claim_and_its_completion_touch_exactly_their_ids_with_or_without_a_run(q, clock):
+    """Consecutive ids go in as a range, others as a list: either way exactly those rows."""
+    q.enqueue_many("t", [{"n": n} for n in range(6)])
+    q.db.execute("UPDATE jobs SET visible_at = visible_at + 100 WHERE id = 2")  # not ready yet
+    first = q.claim_batch("w", 3)
+    assert [j.id for j in first] == [1, 3, 4]  # a list: 2 is not ready
+    assert state(q, 2)[0] == "queued"
+    second = q.claim_batch("w", 2)
+    assert [j.id for j in second] == [5, 6]  # a run
+    outcomes, _ = q.settle([Finished(first[0]), Finished(first[2])])  # 1 and 4, not 3
+    assert outcomes == ["done", "done"]
+    outcomes, _ = q.settle([Finished(second[0])])  # 5 alone: its batch-mate 6 keeps running
+    assert outcomes == ["done"]
+    assert [state(q, i)[0] for i in range(1, 7)] == ["done", "queued", "running", "done", "done", "running"]
+    outcomes, _ = q.settle([Finished(first[1]), Finished(second[1])])  # 3 and 6: two tokens
+    assert outcomes == ["done", "done"]
+
+
+@pytest.mark.sqlite_only
+def test_a_batch_claim_retires_an_expired_last_attempt_when_nothing_else_is_ready(make_queue, clock):
+    q = make_queue(max_attempts=1)
+    q.enqueue("t", {})
+    q.claim("w")
+    clock.advance(31)
+    assert q.any_ready()
+    assert q.claim_batch("w", 10) == []
+    assert state(q, 1)[0] == "dead"
+    assert not q.any_ready()
 
 
 # -- claim_next -------------------------------------------------------------------

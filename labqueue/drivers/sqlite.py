@@ -334,10 +334,12 @@ class SqliteDriver:
         rows and leasing the leading run never handed out, or one job handed out before
         (READY_ROWS, then CLAIM_IDS: see labqueue/sql.py)."""
         params = _sqlite_params(params)
-        self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
         if not batch:
+            self._retire(params)
             return self._claimed(sql.CLAIM_IN[scope], params)
         ready = self._ready_rows(scope, params)
+        if not ready or ready[0][5]:  # a lease on a last attempt ran out (or nothing else is ready)
+            self._retire(params)
         if not ready:
             return []
         ready = ready[: batch_size([row[3] - 1 for row in ready])]
@@ -345,9 +347,12 @@ class SqliteDriver:
         leased = self._lease([row[0] for row in ready], lease_end, token, params["worker"])
         return [
             (job_id, kind, payload, attempts, max_attempts, token, lease_end)
-            for job_id, kind, payload, attempts, max_attempts in ready
+            for job_id, kind, payload, attempts, max_attempts, _ in ready
             if leased is None or job_id in leased
         ]
+
+    def _retire(self, params: dict[str, Any]) -> None:
+        self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
 
     def _ready_rows(self, scope: str, params: dict[str, Any]) -> list[tuple]:
         """READY_ROWS (READY_ROWS_RAW for a row whose text is not UTF-8)."""
@@ -361,7 +366,12 @@ class SqliteDriver:
         leased, cursor = 0, self._hot
         for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
             chunk = ids[start : start + sql.IDS_PER_STATEMENT]
-            leased += cursor.execute(sql.claim_ids(len(chunk)), (lease_end, token, worker, *chunk)).rowcount
+            run = sql.id_run(chunk)
+            if run is None:
+                statement, ids_in = sql.claim_ids(len(chunk)), chunk
+            else:
+                statement, ids_in = sql.CLAIM_ID_RUN, run
+            leased += cursor.execute(statement, (lease_end, token, worker, *ids_in)).rowcount
         if leased == len(ids):
             return None
         return {row[0] for row in cursor.execute(sql.CLAIMED_RAW, {"token": token, "lease_end": lease_end})}
@@ -401,7 +411,12 @@ class SqliteDriver:
         done: list[int] = []
         for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
             chunk = ids[start : start + sql.IDS_PER_STATEMENT]
-            done += [row[0] for row in self._hot.execute(sql.complete_many(len(chunk)), (now, *chunk, token))]
+            run = sql.id_run(chunk)
+            if run is None:
+                rows = self._hot.execute(sql.complete_many(len(chunk)), (now, *chunk, token))
+            else:
+                rows = self._hot.execute(sql.COMPLETE_ID_RUN, (now, *run, token))
+            done += [row[0] for row in rows]
         return done
 
     def run_effect(self, job: Job, effect: Effect) -> None:

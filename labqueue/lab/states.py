@@ -36,16 +36,29 @@ class Edge:
 
 EDGES: tuple[Edge, ...] = (
     Edge("enqueue", START, "queued", "enqueue", ("ENQUEUE", "ENQUEUE_MANY")),
-    Edge("claim", "queued", "running", "claim\n(attempts + 1, new token)", ("CLAIM", "CLAIM_IDS")),
+    Edge(
+        "claim",
+        "queued",
+        "running",
+        "claim\n(attempts + 1, new token)",
+        ("CLAIM", "CLAIM_IDS", "CLAIM_ID_RUN"),
+    ),
     Edge(
         "reclaim",
         "running",
         "running",
         "lease expired:\nclaimed again\n(attempts + 1, new token)",
-        ("CLAIM", "CLAIM_IDS"),
+        ("CLAIM", "CLAIM_IDS", "CLAIM_ID_RUN"),
     ),
-    # COMPLETE_MANY: group commit's plain completions, one statement per claim, each fenced.
-    Edge("complete", "running", "done", "complete\n(token matches)", ("COMPLETE", "COMPLETE_MANY")),
+    # COMPLETE_MANY (COMPLETE_ID_RUN for consecutive ids): group commit's plain completions,
+    # one statement per claim, each fenced.
+    Edge(
+        "complete",
+        "running",
+        "done",
+        "complete\n(token matches)",
+        ("COMPLETE", "COMPLETE_MANY", "COMPLETE_ID_RUN"),
+    ),
     # RELEASE: a warm stop gives back a batch's unstarted jobs, the same move back to queued;
     # PUT_BACK: a worker gives back a kind it has no handler for.
     Edge("retry", "running", "queued", "fail: retry after backoff", ("FAIL", "RELEASE", "PUT_BACK")),

@@ -74,6 +74,7 @@ RUNS = {
     "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
     "CLAIM_IDS": [_once(sql.claim_ids(16), (NOW + 30, "new", "w", *range(1, 17)))],
+    "CLAIM_ID_RUN": [_once(sql.CLAIM_ID_RUN, (NOW + 30, "new", "w", 1, 16))],
     "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok"))],
     "FAIL": [
         _each_row(
@@ -92,6 +93,7 @@ RUNS = {
     "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok"))],
     "RELEASE": [_each_row(sql.RELEASE, lambda i: {"now": NOW, "id": i, "token": "tok"})],
     "COMPLETE_MANY": [_once(sql.complete_many(16), (NOW, *range(1, 17), "tok"))],
+    "COMPLETE_ID_RUN": [_once(sql.COMPLETE_ID_RUN, (NOW, 1, 16, "tok"))],
     "PUT_BACK": [
         _each_row(sql.PUT_BACK, lambda i: {"now": NOW, "delay": 10, "note": "n", "id": i, "token": "tok"})
     ],
