@@ -201,6 +201,22 @@ def test_a_batch_claim_retires_an_expired_last_attempt_when_nothing_else_is_read
     assert not q.any_ready()
 
 
+@pytest.mark.sqlite_only
+def test_the_lease_statement_builds_no_temporary_index_per_row(tmp_path):
+    """Version 4's states CHECK is comparisons: SQLite codes an IN list of more than two
+    constants in a CHECK as a temporary index built again for every row an UPDATE writes
+    (version 3's table shows it), and the worker's lease writes ten rows a batch."""
+
+    def ephemeral(table_sql: str) -> int:
+        db = sqlite3.connect(":memory:")
+        db.executescript(table_sql + sql.INDEXES)
+        ops = [row[1] for row in db.execute("EXPLAIN " + sql.CLAIM_ID_RUN, (2.0, "t", "w", 1, 10))]
+        return ops.count("OpenEphemeral")
+
+    assert ephemeral(sql.TABLE) == 0
+    assert ephemeral(sql.TABLE_TEMPLATE.format(name="jobs", extra="", states=sql.STATES_IN_LIST)) == 1
+
+
 # -- claim_next -------------------------------------------------------------------
 
 

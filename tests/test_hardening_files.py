@@ -322,6 +322,59 @@ def test_version_1_files_are_rebuilt_as_version_2_keeping_every_row(tmp_path):
         assert q.counts()["cancelled"] == 1
 
 
+# Schema version 3 as labqueue wrote it: the states CHECK an IN list.
+VERSION_3 = (
+    sql.TABLE_TEMPLATE.format(name="jobs", extra="", states=sql.STATES_IN_LIST)
+    + sql.INDEXES
+    + sql.ARCHIVE
+    + sql.PAUSES
+)
+
+
+def test_version_3_files_are_rebuilt_as_version_4_keeping_rows_columns_indexes_and_triggers(tmp_path):
+    """Version 4 writes the states CHECK as comparisons. The table is rebuilt: every row,
+    a column another program added, and that program's own index and trigger survive."""
+    path = tmp_path / "v3.db"
+    extra = (
+        "ALTER TABLE jobs ADD COLUMN note TEXT DEFAULT 'n/a';"
+        "CREATE INDEX by_kind ON jobs (kind);"
+        "CREATE TABLE audit (job_id INTEGER, state TEXT);"
+        "CREATE TRIGGER audit_state AFTER UPDATE OF state ON jobs"
+        " BEGIN INSERT INTO audit VALUES (new.id, new.state); END;"
+    )
+    make_file(path, VERSION_3 + OLD_JOB + ";" + extra, user_version=3)
+    assert "(state IN (" in sqlite3.connect(path).execute(sql.JOBS_OBJECT).fetchone()[1]
+    with JobQueue(path) as q:
+        create = q.db.execute(sql.JOBS_OBJECT).fetchone()[1]
+        names = {n for (n,) in q.db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs'")}
+        job = q.claim("w")[0]
+        assert job.payload == {"n": 7}
+        assert q.complete(job)
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            q.db.execute("UPDATE jobs SET state = 'paused'")
+    assert user_version(path) == sql.SCHEMA_VERSION == 4
+    assert f"CHECK ({sql.STATES_COMPARED})" in create and " IN (" not in create.split("CHECK", 1)[1][:120]
+    labqueues = {"jobs_ready", "jobs_queue_ready", "jobs_exhausted", "jobs_dead"}
+    assert {"by_kind", "audit_state"} | labqueues <= names
+    assert rows(path, "note, state") == [("n/a", "done")]
+    audit = sqlite3.connect(path).execute("SELECT job_id, state FROM audit").fetchall()
+    assert audit == [(1, "running"), (1, "done")]
+
+
+def test_a_version_3_table_made_by_hand_without_a_version_is_rebuilt_and_completed(tmp_path):
+    """Made from version 3's sql.SCHEMA by hand (user_version 0, as the course did) and
+    without its queue_pauses table: upgraded to version 4, the missing table added."""
+    path = tmp_path / "hand3.db"
+    version_3_table = sql.TABLE_TEMPLATE.format(name="jobs", extra="", states=sql.STATES_IN_LIST)
+    make_file(path, version_3_table + OLD_JOB + ";")
+    with JobQueue(path) as q:
+        assert [job.payload for job in q.claim("w")] == [{"n": 7}]
+        assert q.pause("mail")
+        create = q.db.execute(sql.JOBS_OBJECT).fetchone()[1]
+    assert user_version(path) == sql.SCHEMA_VERSION
+    assert f"CHECK ({sql.STATES_COMPARED})" in create
+
+
 # -- another application's database, and create=False ------------------------------------------
 
 

@@ -171,7 +171,7 @@ class SqliteDriver:
                 )
             for step in sql.MIGRATIONS[version:]:
                 run_migration(db, step)
-            if version == sql.SCHEMA_VERSION:  # the current table, made by hand: add what is missing
+            if stamped == 0 and version > 1:  # tables made by hand from sql.SCHEMA: add what is missing
                 run_migration(db, sql.SCHEMA)
             if stamped < sql.SCHEMA_VERSION:
                 # An integer constant of ours: PRAGMA takes no parameters.
@@ -639,40 +639,53 @@ def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable |
 def run_migration(db: sqlite3.Connection, step: str) -> None:
     """One step of sql.MIGRATIONS inside the caller's transaction (or on a scratch
     connection, for the expected shape of a version)."""
-    if step == "rebuild_jobs_v2":
-        _rebuild_jobs_v2(db)
+    if step == "rebuild_jobs_v2":  # priority, queue and the 'cancelled' state
+        _rebuild_jobs(db, sql.V1_COLUMNS, sql.STATES_IN_LIST)
+        return
+    if step == "rebuild_jobs_v4":  # the states CHECK written as comparisons
+        _rebuild_jobs(db, ", ".join(sql.COLUMNS), sql.STATES_COMPARED)
         return
     for statement in _statements(step):
         db.execute(statement)
 
 
-def _rebuild_jobs_v2(db: sqlite3.Connection) -> None:
-    """Version 1 to 2: a new jobs table with priority, queue and the 'cancelled' state,
-    every row copied, then swapped in. A column another program added to the table
-    (allowed if it may be NULL or has a default) is carried over with its data."""
-    known = {name.strip() for name in sql.V1_COLUMNS.split(",")}
+def _rebuild_jobs(db: sqlite3.Connection, columns: str, states: str) -> None:
+    """A new jobs table (sql.TABLE_TEMPLATE with the `states` CHECK) built beside the old
+    one, every row copied, then swapped in: how SQLite changes a column or a CHECK. The
+    old table's `columns` are copied by name. A column another program added to the table
+    (allowed if it may be NULL or has a default) is carried over with its data, and so
+    are the triggers and indexes it made on the table."""
+    known = {name.strip() for name in columns.split(",")}
     extra = [row for row in db.execute(sql.TABLE_INFO) if row[1] not in known]
     extra_sql = "".join(
         f',\n    "{name}" {kind or ""}{" NOT NULL" if notnull else ""}'
         + ("" if default is None else f" DEFAULT {default}")
         for _, name, kind, notnull, default, _pk in extra
     )
-    copied = sql.V1_COLUMNS + "".join(f', "{row[1]}"' for row in extra)
+    copied = columns + "".join(f', "{row[1]}"' for row in extra)
+    others = [row[0] for row in db.execute(sql.OTHERS_ON_JOBS)]
     # Column names come from the file's own schema, quoted; no value is formatted in.
-    db.execute(sql.TABLE_TEMPLATE.format(name="jobs_v2", extra=extra_sql))
-    db.execute(f"INSERT INTO jobs_v2 ({copied}) SELECT {copied} FROM jobs")
-    for statement in _statements(sql.V2_SWAP):
+    db.execute(sql.TABLE_TEMPLATE.format(name=sql.REBUILT, extra=extra_sql, states=states))
+    db.execute(f"INSERT INTO {sql.REBUILT} ({copied}) SELECT {copied} FROM jobs")
+    for statement in _statements(sql.REBUILD_SWAP):
+        db.execute(statement)
+    for statement in others:  # as the other program wrote them, from the file's own schema
         db.execute(statement)
 
 
 def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) -> int:
     """The schema version a file's jobs table has. A file without a version number
     (user_version 0) is a queue made before versions existed (version 1's shape), or one
-    whose tables were made from sql.SCHEMA by hand (the course does), which is current."""
+    whose tables were made from sql.SCHEMA by hand (the course does): current, or version
+    3's table if it was made from an sql.SCHEMA of before version 4 (the states CHECK an
+    IN list)."""
     if version:
         return version
     columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
-    return sql.SCHEMA_VERSION if "queue" in columns else (unversioned if columns else 0)
+    if "queue" not in columns:
+        return unversioned if columns else 0
+    _, create_sql = db.execute(sql.JOBS_OBJECT).fetchone()
+    return 3 if f"({sql.STATES_IN_LIST})" in _checks(create_sql or "") else sql.SCHEMA_VERSION
 
 
 def _record(row: sqlite3.Row) -> JobRecord:

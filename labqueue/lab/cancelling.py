@@ -32,7 +32,10 @@ from .walks import Folder
 
 # -- schema version 2: an old file gains the state --------------------------------------
 
-STATE_CHECK = re.compile(r"CHECK\s*\(\s*state\s+IN\s*\(([^)]*)\)\s*\)", re.I)
+# The states CHECK as schema versions 1 to 3 wrote it (an IN list) and as version 4 does
+# (comparisons joined by OR; labqueue/sql.py says why).
+STATES_IN_LIST = re.compile(r"CHECK\s*\(\s*state\s+IN\s*\(([^)]*)\)\s*\)", re.I)
+STATES_COMPARED = re.compile(r"CHECK\s*\(\s*(state\s*=\s*'\w+'(?:\s+OR\s+state\s*=\s*'\w+')*)\s*\)", re.I)
 LEDGER_COUNT = "SELECT job_id, COUNT(*) FROM ledger GROUP BY job_id"
 
 
@@ -45,8 +48,11 @@ def _whole(name: str, value: object, low: int, high: int) -> int:
 def allowed_states(db: sqlite3.Connection) -> list[str]:
     """The states the jobs table's CHECK constraint allows, read from the file's own schema."""
     create = db.execute(sql.JOBS_OBJECT).fetchone()[1]
-    found = STATE_CHECK.search(create)
-    return [] if found is None else [s.strip().strip("'") for s in found.group(1).split(",")]
+    if (listed := STATES_IN_LIST.search(create)) is not None:
+        return [s.strip().strip("'") for s in listed.group(1).split(",")]
+    if (compared := STATES_COMPARED.search(create)) is not None:
+        return re.findall(r"'(\w+)'", compared.group(1))
+    return []
 
 
 def version1_file(path: str | Path) -> Path:
