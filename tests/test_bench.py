@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
+import sqlite3
 
 import matplotlib.pyplot as plt
 import pytest
 
-from labqueue import InvalidArgument
+from labqueue import InvalidArgument, sql
+from labqueue.bench import contenders
 from labqueue.bench import report as bench_report
 from labqueue.bench import run as bench
 from labqueue.bench.contenders import CONTENDERS
@@ -27,12 +30,37 @@ def test_every_contender_drains_every_job_once_in_one_process(tmp_path, key):
 
 
 @pytest.mark.parametrize(
-    "key", ["labqueue_b10", "tutorial_l1", "huey", "huey_worker", "persist_queue", "litequeue"]
+    "key",
+    ["labqueue_b10", "tutorial_l1", "tutorial_code", "huey", "huey_worker", "persist_queue", "litequeue"],
 )
 def test_the_store_check_counts_what_a_drain_left(tmp_path, key):
     contender = CONTENDERS[key]
     contender.load(tmp_path, 5)
     assert contender.left(tmp_path) == 5
+
+
+def test_the_tutorial_code_contender_runs_on_the_tutorials_own_table(tmp_path):
+    """Schema version 1 as the tutorial creates it: no priority or queue column, its states
+    CHECK an IN list, its three indexes; and its jobs are frozen dataclasses."""
+    contender = CONTENDERS["tutorial_code"]
+    contender.load(tmp_path, 3)
+    db = sqlite3.connect(tmp_path / contenders.DB_FILE)
+    columns = {row[1] for row in db.execute("SELECT * FROM pragma_table_info('jobs')")}
+    create = db.execute(sql.JOBS_OBJECT).fetchone()[1]
+    indexes = {
+        row[0]
+        for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    }
+    db.close()
+    assert "priority" not in columns and "queue" not in columns
+    assert "CHECK (state IN ('queued', 'running', 'done', 'dead'))" in create
+    assert indexes == {"jobs_ready", "jobs_exhausted", "jobs_dead"}
+    q = contender.open(tmp_path)
+    (job,) = q.claim("w", 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.attempts = 9
+    assert (job.id, job.payload, job.attempts) == (1, {"n": 0}, 1)
+    assert q.complete(job) and not q.complete(job)  # fenced: the second report is refused
 
 
 def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100, round=1):
@@ -97,6 +125,24 @@ def test_targets_say_met_or_missed_with_the_measured_value():
     assert met["empty claim: tutorial / labqueue"]["met"]
     assert met["claim with 1,000,000 vs 10,000 finished"]["met"]
     assert not bench_report.targets(fake_results(growth=1.6))[-1]["met"]
+
+
+def test_the_tutorial_code_target_is_the_median_of_paired_round_ratios():
+    results = fake_results(worker_ratio=4.0)
+    results["summary"].append({"contender": "tutorial_code", "procs": 1, "median_jobs_per_s": 1.0})
+    results["runs"] = [
+        {"contender": key, "procs": 1, "round": rnd, "jobs_per_s": speed}
+        for rnd, pair in enumerate(((6000.0, 1000.0), (5000.0, 1000.0), (4000.0, 1000.0)), 1)
+        for key, speed in zip(("labqueue_b10", "tutorial_code"), pair, strict=True)
+    ]
+    met = {t["target"]: t for t in bench_report.targets(results)}
+    assert met["worker loop vs the tutorial's code, 1 proc"] == {
+        "target": "worker loop vs the tutorial's code, 1 proc",
+        "value": 5.0,
+        "goal": ">= 5.0",
+        "met": True,
+    }
+    assert not met["worker loop vs the tutorial's statements, 1 proc"]["met"]  # both are reported
 
 
 def test_the_huey_target_is_the_median_of_paired_round_ratios():
@@ -186,7 +232,8 @@ def test_quick_mode_runs_every_contender_end_to_end(tmp_path, monkeypatch, capsy
     assert bench.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert {r["contender"] for r in results["summary"]} == set(CONTENDERS)
-    ours = ("labqueue_b1", "labqueue_b10", "labqueue_b100", "tutorial_l1", "tutorial_l10", "floor_one_tx")
+    ours = ("labqueue_b1", "labqueue_b10", "labqueue_b100", "tutorial_l1", "tutorial_l10", "tutorial_code")
+    ours += ("floor_one_tx",)
     for row in results["summary"]:  # the peers' losses and duplicates are reported, not tested
         if row["contender"] in ours:
             assert row["distinct"] == row["rounds"] * results["meta"]["sizes"]["jobs"], row

@@ -15,11 +15,13 @@ here (their default is FULL); labqueue and the bare-SQLite floors use labqueue's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +157,126 @@ def tutorial_loop(limit: int) -> Callable[[TutorialStatements, str], list[int]]:
         return seen
 
     return drain
+
+
+# -- the tutorial's code as it stands ------------------------------------------------------
+
+# The tutorial's queue on its own table (schema version 1: no priority, and the states
+# CHECK an IN list), its statements as its step 2 writes them: the retire keeps the first
+# error it finds, and the claim takes the oldest ready jobs by (visible_at, id).
+TUTORIAL_RETIRE = """
+UPDATE jobs SET state = 'dead', lease_token = NULL, finished_at = ?,
+       last_error = COALESCE(last_error, 'lease expired on the last attempt')
+ WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= ?
+"""
+TUTORIAL_CLAIM = """
+UPDATE jobs
+   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?
+ WHERE id IN (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?
+               ORDER BY visible_at, id LIMIT ?)
+RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+"""
+
+
+@dataclass(frozen=True)
+class TutorialJob:
+    """A claimed job as the tutorial's code makes one: a frozen dataclass."""
+
+    id: int
+    kind: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    lease_token: str
+    lease_expires_at: float
+
+
+TUTORIAL_COMPLETE = """
+UPDATE jobs SET state = 'done', finished_at = ?, lease_token = NULL
+ WHERE id = ? AND lease_token = ? AND state = 'running'
+"""
+
+
+class TutorialCode:
+    """The tutorial's code as a program that follows it runs: its own table (schema
+    version 1), a write transaction per claim and per complete, rows read as sqlite3.Row,
+    each claimed row made a frozen dataclass, uuid4 tokens. The issue's check races
+    labqueue's worker against this; TutorialStatements (the same two transactions per job
+    on labqueue's current table, plain tuples) is the stricter baseline beside it."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def claim(self, worker: str, limit: int = 1) -> list[TutorialJob]:
+        now = time.time()
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(TUTORIAL_RETIRE, (now, now))
+            rows = self.db.execute(
+                TUTORIAL_CLAIM, (now + LEASE_SECONDS, uuid.uuid4().hex, worker, now, limit)
+            ).fetchall()
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        jobs = [
+            TutorialJob(
+                id=r["id"],
+                kind=r["kind"],
+                payload=json.loads(r["payload"]),
+                attempts=r["attempts"],
+                max_attempts=r["max_attempts"],
+                lease_token=r["lease_token"],
+                lease_expires_at=r["visible_at"],
+            )
+            for r in rows
+        ]
+        return sorted(jobs, key=lambda job: job.id)
+
+    def complete(self, job: TutorialJob) -> bool:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            changed = self.db.execute(TUTORIAL_COMPLETE, (time.time(), job.id, job.lease_token)).rowcount
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return changed == 1
+
+
+def drain_tutorial_code(q: TutorialCode, name: str) -> list[int]:
+    """The tutorial's throughput drain: claim one job, complete it, repeat."""
+    seen: list[int] = []
+    try:
+        while jobs := q.claim(name, 1):
+            for job in jobs:
+                q.complete(job)
+                seen.append(job.payload["n"])
+    finally:
+        q.db.close()
+    return seen
+
+
+def _load_tutorial_table(folder: Path, n: int) -> None:
+    """n jobs in the tutorial's own table, as its enqueue_many writes them."""
+    with contextlib.closing(sqlite3.connect(folder / DB_FILE, isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.executescript(sql.TABLE_V1 + sql.INDEXES_V1)
+        now = time.time()
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(
+            "INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at) VALUES (?, ?, ?, ?, ?)",
+            [("noop", _body(i), 5, now, now) for i in range(n)],
+        )
+        db.execute("COMMIT")
+
+
+def _open_tutorial_code(folder: Path) -> TutorialCode:
+    return TutorialCode(folder / DB_FILE)
 
 
 # -- bare SQLite on labqueue's table: what the file itself allows ----------------------
@@ -468,6 +590,16 @@ CONTENDERS: dict[str, Contender] = {
                 _left_labqueue,
             )
             for limit in (1, 10)
+        ),
+        Contender(
+            "tutorial_code",
+            "the tutorial's code on its own table, claim limit 1",
+            _load_tutorial_table,
+            _open_tutorial_code,
+            drain_tutorial_code,
+            LEASED,
+            SAME,
+            _left_labqueue,
         ),
         Contender(
             "floor_one_tx",

@@ -88,7 +88,15 @@ def render_bench(results: dict[str, Any]) -> str:
         f"{sizes['jobs']:,} no-op jobs per drain, {sizes['rounds']} rounds, medians; a ratio is the "
         f"median of the rounds' paired ratios), with {' / '.join(map(str, procs))} worker process(es): "
         f"labqueue's worker loop at batch 10 drains {speeds('labqueue_b10')} jobs/s, "
-        f"{ratios('tutorial_l1')} the tutorial's statements ({speeds('tutorial_l1')} jobs/s), "
+        + (
+            f"{ratios('tutorial_code')} the tutorial's code on its own table "
+            f"({speeds('tutorial_code')} jobs/s: schema version 1, rows as sqlite3.Row, "
+            "a frozen dataclass per job), "
+            f"{ratios('tutorial_l1')} its statements alone on labqueue's current table "
+            f"({speeds('tutorial_l1')} jobs/s), "
+            if ("tutorial_code", procs[0]) in row
+            else f"{ratios('tutorial_l1')} the tutorial's statements ({speeds('tutorial_l1')} jobs/s), "
+        )
         + (
             f"{ratios('huey_worker')} huey's worker path (`dequeue()` + `execute()`: "
             f"{speeds('huey_worker')} jobs/s) and "
