@@ -63,6 +63,20 @@ def test_the_tutorial_code_contender_runs_on_the_tutorials_own_table(tmp_path):
     assert q.complete(job) and not q.complete(job)  # fenced: the second report is refused
 
 
+def test_every_race_process_keeps_its_heaps_top_whatever_it_races(tmp_path, monkeypatch):
+    kept = []
+    monkeypatch.setattr(contenders.heap, "keep_top", lambda *args: kept.append(args) or True)
+    results = queue.Queue()
+    for key in ("tutorial_code", "huey"):
+        (tmp_path / key).mkdir()
+        CONTENDERS[key].load(tmp_path / key, 3)
+        contenders.child(
+            key, str(tmp_path / key), "w0", type("Barrier", (), {"wait": lambda self: None})(), results
+        )
+    assert len(kept) == 2
+    assert [sorted(results.get()[3]) for _ in range(2)] == [[0, 1, 2], [0, 1, 2]]
+
+
 def fake_run(key, procs, jobs_per_s, deliveries=100, distinct=100, round=1):
     return {
         "contender": key,

@@ -73,3 +73,16 @@ def test_the_bench_paragraph_gives_each_loops_wal_frames_per_job_from_the_profil
     assert "write 4.50 WAL frames (pages) per job, labqueue's loop 0.25 (the profile" in paragraph()
     results.pop("profile")
     assert "WAL frames" not in paragraph()  # a run from before the bench profiled both
+
+
+def test_the_bench_paragraph_says_which_processes_kept_their_heaps_top(tmp_path):
+    results = json.loads((published.DATA / "bench_results.json").read_text())
+
+    def paragraph() -> str:
+        (tmp_path / published.FILES["bench"]).write_text(json.dumps(results))
+        return published.render("bench", tmp_path).replace("\n", " ")
+
+    results["meta"]["heap"] = "every contender"
+    assert "in processes that all kept their heap's top" in paragraph()
+    results["meta"].pop("heap")  # a run from before every race process kept it
+    assert "the others ran with their allocator's defaults" in paragraph()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import heap
 from ..queue import Finished, JobQueue
 from .contenders import CONTENDERS, DB_FILE, LEASE_SECONDS
 
@@ -85,7 +86,9 @@ def _measure(key: str, folder: Path, jobs: int, *, trace: bool) -> dict[str, flo
 
 
 def profile(jobs: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
-    """Each profiled loop `rounds` times, interleaved; medians per job."""
+    """Each profiled loop `rounds` times, interleaved; medians per job. This process keeps
+    its heap's top, as each process of the race does (contenders.child)."""
+    heap.keep_top()
     cpu: dict[str, list[float]] = {key: [] for key in PROFILED}
     for _ in range(rounds):
         for key in PROFILED:

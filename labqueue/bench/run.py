@@ -350,6 +350,7 @@ def run_bench(
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - started, 1),
             "settings": SAME + " for every contender (see each row's settings)",
+            "heap": "every contender",  # each race process keeps its heap's top (contenders.child)
             "sqlite": sqlite3.sqlite_version,
             **machine(),
             "sizes": sizes.as_dict(),
