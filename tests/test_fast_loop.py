@@ -190,18 +190,6 @@ def test_a_batch_claim_and_its_completion_touch_exactly_their_ids_with_or_withou
 
 
 @pytest.mark.sqlite_only
-def test_a_batch_claim_retires_an_expired_last_attempt_when_nothing_else_is_ready(make_queue, clock):
-    q = make_queue(max_attempts=1)
-    q.enqueue("t", {})
-    q.claim("w")
-    clock.advance(31)
-    assert q.any_ready()
-    assert q.claim_batch("w", 10) == []
-    assert state(q, 1)[0] == "dead"
-    assert not q.any_ready()
-
-
-@pytest.mark.sqlite_only
 def test_the_lease_statement_builds_no_temporary_index_per_row(tmp_path):
     """Version 4's states CHECK is comparisons: SQLite codes an IN list of more than two
     constants in a CHECK as a temporary index built again for every row an UPDATE writes

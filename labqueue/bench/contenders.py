@@ -23,12 +23,12 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import heap, sql, worker
-from ..queue import JobQueue
+from ..queue import Job, JobQueue
 
 LEASE_SECONDS = 60.0
 DB_FILE = "jobs.db"
@@ -177,17 +177,9 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 """
 
 
-@dataclass(frozen=True)
-class TutorialJob:
-    """A claimed job as the tutorial's code makes one: a frozen dataclass."""
-
-    id: int
-    kind: str
-    payload: Any
-    attempts: int
-    max_attempts: int
-    lease_token: str
-    lease_expires_at: float
+# A claimed job as the tutorial's code makes one: labqueue's Job's fields, in a frozen
+# dataclass (whose __init__ sets each field through object.__setattr__).
+TutorialJob = make_dataclass("TutorialJob", [(f.name, f.type) for f in fields(Job)], frozen=True)
 
 
 TUTORIAL_COMPLETE = """
