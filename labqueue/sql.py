@@ -155,6 +155,7 @@ ROLLBACK = "ROLLBACK /* labqueue */"
 # to write the states CHECK as comparisons (TABLE_TEMPLATE says why); nothing else changes.
 MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4")
 SCHEMA_VERSION = len(MIGRATIONS)
+LAST_IN_LIST_VERSION = 3  # the newest version whose states CHECK is STATES_IN_LIST
 
 V1_COLUMNS = (
     "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker, "

@@ -341,6 +341,11 @@ def test_version_3_files_are_rebuilt_as_version_4_keeping_rows_columns_indexes_a
         "CREATE TABLE audit (job_id INTEGER, state TEXT);"
         "CREATE TRIGGER audit_state AFTER UPDATE OF state ON jobs"
         " BEGIN INSERT INTO audit VALUES (new.id, new.state); END;"
+        # Objects that name the table without being on it: a view, another table's trigger.
+        "CREATE VIEW waiting AS SELECT id FROM jobs WHERE state = 'queued';"
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY);"
+        "CREATE TRIGGER ship AFTER INSERT ON orders BEGIN"
+        " INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('ship', '{}', 0, 0); END;"
     )
     make_file(path, VERSION_3 + OLD_JOB + ";" + extra, user_version=3)
     assert "(state IN (" in sqlite3.connect(path).execute(sql.JOBS_OBJECT).fetchone()[1]
@@ -352,11 +357,13 @@ def test_version_3_files_are_rebuilt_as_version_4_keeping_rows_columns_indexes_a
         assert q.complete(job)
         with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
             q.db.execute("UPDATE jobs SET state = 'paused'")
+        q.db.execute("INSERT INTO orders DEFAULT VALUES")  # the trigger writes to the new table
+        assert [tuple(r) for r in q.db.execute("SELECT id FROM waiting")] == [(2,)]
     assert user_version(path) == sql.SCHEMA_VERSION == 4
     assert f"CHECK ({sql.STATES_COMPARED})" in create and " IN (" not in create.split("CHECK", 1)[1][:120]
     labqueues = {"jobs_ready", "jobs_queue_ready", "jobs_exhausted", "jobs_dead"}
     assert {"by_kind", "audit_state"} | labqueues <= names
-    assert rows(path, "note, state") == [("n/a", "done")]
+    assert rows(path, "note, state") == [("n/a", "done"), ("n/a", "queued")]
     audit = sqlite3.connect(path).execute("SELECT job_id, state FROM audit").fetchall()
     assert audit == [(1, "running"), (1, "done")]
 

@@ -667,8 +667,16 @@ def _rebuild_jobs(db: sqlite3.Connection, columns: str, states: str) -> None:
     # Column names come from the file's own schema, quoted; no value is formatted in.
     db.execute(sql.TABLE_TEMPLATE.format(name=sql.REBUILT, extra=extra_sql, states=states))
     db.execute(f"INSERT INTO {sql.REBUILT} ({copied}) SELECT {copied} FROM jobs")
-    for statement in _statements(sql.REBUILD_SWAP):
-        db.execute(statement)
+    # Renamed the old way, the new table takes the name and nothing else is rewritten: a
+    # view or another table's trigger that names `jobs` names the new table. (Since 3.26
+    # RENAME otherwise checks every view and trigger first, and one naming the table just
+    # dropped stops it.)
+    db.execute("PRAGMA legacy_alter_table = ON")
+    try:
+        for statement in _statements(sql.REBUILD_SWAP):
+            db.execute(statement)
+    finally:
+        db.execute("PRAGMA legacy_alter_table = OFF")
     for statement in others:  # as the other program wrote them, from the file's own schema
         db.execute(statement)
 
@@ -685,7 +693,8 @@ def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) ->
     if "queue" not in columns:
         return unversioned if columns else 0
     _, create_sql = db.execute(sql.JOBS_OBJECT).fetchone()
-    return 3 if f"({sql.STATES_IN_LIST})" in _checks(create_sql or "") else sql.SCHEMA_VERSION
+    in_list = f"({sql.STATES_IN_LIST})" in _checks(create_sql or "")
+    return sql.LAST_IN_LIST_VERSION if in_list else sql.SCHEMA_VERSION
 
 
 def _record(row: sqlite3.Row) -> JobRecord:
