@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
 from . import validate
 from .errors import (
@@ -275,23 +275,15 @@ class _Transaction:
         try:
             return self._inner.__enter__()
         except Exception as exc:  # BEGIN failed (a lock held past the timeout, a lost connection)
-            mapped = self._queue._translated(exc)
-            if mapped is exc:
-                raise
-            raise mapped from exc
+            self._queue._raise_translated(exc)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         try:
             handled = self._inner.__exit__(kind, exc, tb)
         except Exception as failure:  # COMMIT or ROLLBACK failed, or a new error replaced exc
-            mapped = self._queue._translated(failure)
-            if mapped is failure:
-                raise
-            raise mapped from failure
+            self._queue._raise_translated(failure)
         if isinstance(exc, Exception) and not handled:
-            mapped = self._queue._translated(exc)
-            if mapped is not exc:
-                raise mapped from exc
+            self._queue._raise_translated(exc)
         return bool(handled)
 
 
@@ -341,18 +333,20 @@ class Queue:
         error that stands for a labqueue error raised as that error."""
         return _Transaction(self)
 
-    def _translated(self, exc: Exception) -> BaseException:
-        return translated(self._d, exc, timeout=self.timeout)
+    def _raise_translated(self, exc: Exception) -> NoReturn:
+        """Raise `exc` as the labqueue error it stands for, or as it is (called by the
+        handler that caught it)."""
+        mapped = translated(self._d, exc, timeout=self.timeout)
+        if mapped is exc:
+            raise exc
+        raise mapped from exc
 
     def _read(self, action: Callable[[], T]) -> T:
         """A read outside a transaction, its database errors translated as _tx()'s are."""
         try:
             return action()
         except Exception as exc:
-            mapped = self._translated(exc)
-            if mapped is exc:
-                raise
-            raise mapped from exc
+            self._raise_translated(exc)
 
     def server_time(self) -> float:
         """The clock deadlines are compared with, now (one round trip on a database server)."""

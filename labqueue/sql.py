@@ -58,7 +58,7 @@ CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead';
 # than two constants as a temporary index that it builds again for every row an UPDATE
 # writes, where comparisons cost next to nothing: measured here, the worker's lease and
 # completion (two UPDATEs of ten rows per batch) each took a quarter less time without it.
-STATES_IN_LIST = "state IN ('queued', 'running', 'done', 'dead', 'cancelled')"
+STATES_IN_LIST = "state IN ('queued', 'running', 'done', 'dead', 'cancelled')"  # as versions 2-3 stored it
 STATES_COMPARED = " OR ".join(f"state = '{state}'" for state in STATES)
 TABLE_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -150,7 +150,8 @@ ROLLBACK = "ROLLBACK /* labqueue */"
 # yet), or a queue made before versions existed, whose table has version 1's shape.
 # Version 2 changes a CHECK constraint, which SQLite cannot ALTER: its step builds the
 # new table beside the old one, copies every row (and any column another program added),
-# and swaps them ("rebuild_jobs_v2" in queue.py, with the statements below).
+# and swaps them ("rebuild_jobs_v2": _rebuild_jobs in drivers/sqlite.py, with the
+# statements below).
 # Version 3 only adds the queue_pauses table. Version 4 rebuilds the table in the same way
 # to write the states CHECK as comparisons (TABLE_TEMPLATE says why); nothing else changes.
 MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4")
@@ -281,8 +282,9 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 
 
 # Group commit's claim (the worker loop's, claim_batch and claim_next), in the write
-# transaction that will lease the batch, after RETIRE_EXHAUSTED: READY_ROWS reads the next
-# ready rows in the claim's order, with what a job is made of; the driver picks the batch
+# transaction that will lease the batch: READY_ROWS reads the next ready rows in the
+# claim's order, with what a job is made of (and whether RETIRE_EXHAUSTED must run, below:
+# the rows it reads are never ones that statement retires); the driver picks the batch
 # from their attempts (core.batch_size: a job handed out before, attempts > 0, its worker
 # may have died on it, comes alone; otherwise the leading run of jobs never handed out),
 # and CLAIM_IDS leases exactly those rows (its state test only says, in the statement itself,

@@ -162,7 +162,8 @@ def tutorial_loop(limit: int) -> Callable[[TutorialStatements, str], list[int]]:
 
 # The tutorial's queue on its own table (schema version 1: no priority, and the states
 # CHECK an IN list), its statements as its step 2 writes them: the retire keeps the first
-# error it finds, and the claim takes the oldest ready jobs by (visible_at, id).
+# error it finds, and the claim takes the oldest ready jobs by (visible_at, id). Its
+# complete is labqueue's COMPLETE, word for word.
 TUTORIAL_RETIRE = """
 UPDATE jobs SET state = 'dead', lease_token = NULL, finished_at = ?,
        last_error = COALESCE(last_error, 'lease expired on the last attempt')
@@ -180,12 +181,6 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 # A claimed job as the tutorial's code makes one: labqueue's Job's fields, in a frozen
 # dataclass (whose __init__ sets each field through object.__setattr__).
 TutorialJob = make_dataclass("TutorialJob", [(f.name, f.type) for f in fields(Job)], frozen=True)
-
-
-TUTORIAL_COMPLETE = """
-UPDATE jobs SET state = 'done', finished_at = ?, lease_token = NULL
- WHERE id = ? AND lease_token = ? AND state = 'running'
-"""
 
 
 class TutorialCode:
@@ -230,7 +225,7 @@ class TutorialCode:
     def complete(self, job: TutorialJob) -> bool:
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            changed = self.db.execute(TUTORIAL_COMPLETE, (time.time(), job.id, job.lease_token)).rowcount
+            changed = self.db.execute(sql.COMPLETE, (time.time(), job.id, job.lease_token)).rowcount
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,10 +329,11 @@ class SqliteDriver:
         return self._hot.execute(sql.NEXT_DUE_IN[scope], _sqlite_params(where)).fetchone()[0]
 
     def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
-        """Retire exhausted leases, then lease up to `limit` rows: claim() with the
-        tutorial's UPDATE ... RETURNING; a batch (group commit) by reading the next ready
-        rows and leasing the leading run never handed out, or one job handed out before
-        (READY_ROWS, then CLAIM_IDS: see labqueue/sql.py)."""
+        """Retire exhausted leases and lease up to `limit` rows: claim() retires, then runs
+        the tutorial's UPDATE ... RETURNING; a batch (group commit) reads the next ready
+        rows, retires only if they say a lease on a last attempt ran out (or none is
+        ready), and leases the leading run never handed out, or one job handed out before
+        (READY_ROWS, then CLAIM_IDS or CLAIM_ID_RUN: see labqueue/sql.py)."""
         params = _sqlite_params(params)
         if not batch:
             self._retire(params)
@@ -364,14 +365,8 @@ class SqliteDriver:
         otherwise (something beside labqueue, a trigger on jobs, kept a row from
         changing) the ids that now hold this claim's token, which is new."""
         leased, cursor = 0, self._hot
-        for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
-            chunk = ids[start : start + sql.IDS_PER_STATEMENT]
-            run = sql.id_run(chunk)
-            if run is None:
-                statement, ids_in = sql.claim_ids(len(chunk)), chunk
-            else:
-                statement, ids_in = sql.CLAIM_ID_RUN, run
-            leased += cursor.execute(statement, (lease_end, token, worker, *ids_in)).rowcount
+        for statement, named in _naming(ids, sql.claim_ids, sql.CLAIM_ID_RUN):
+            leased += cursor.execute(statement, (lease_end, token, worker, *named)).rowcount
         if leased == len(ids):
             return None
         return {row[0] for row in cursor.execute(sql.CLAIMED_RAW, {"token": token, "lease_end": lease_end})}
@@ -409,14 +404,8 @@ class SqliteDriver:
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         done: list[int] = []
-        for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
-            chunk = ids[start : start + sql.IDS_PER_STATEMENT]
-            run = sql.id_run(chunk)
-            if run is None:
-                rows = self._hot.execute(sql.complete_many(len(chunk)), (now, *chunk, token))
-            else:
-                rows = self._hot.execute(sql.COMPLETE_ID_RUN, (now, *run, token))
-            done += [row[0] for row in rows]
+        for statement, named in _naming(ids, sql.complete_many, sql.COMPLETE_ID_RUN):
+            done += [row[0] for row in self._hot.execute(statement, (now, *named, token))]
         return done
 
     def run_effect(self, job: Job, effect: Effect) -> None:
@@ -612,6 +601,18 @@ class _Transaction:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         self._driver._end(failed=kind is not None)
         return False
+
+
+def _naming(ids: list[int], listed: Callable[[int], str], ranged: str) -> list[tuple[str, Sequence[int]]]:
+    """`ids` in chunks of at most sql.IDS_PER_STATEMENT, each with the statement that names
+    it: `ranged` and (first, last) for a run of consecutive ids (sql.id_run), otherwise
+    `listed(count)` and the ids themselves."""
+    named = []
+    for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
+        chunk = ids[start : start + sql.IDS_PER_STATEMENT]
+        run = sql.id_run(chunk)
+        named.append((listed(len(chunk)), chunk) if run is None else (ranged, run))
+    return named
 
 
 def _sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
