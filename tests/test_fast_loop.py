@@ -190,6 +190,32 @@ def test_a_batch_claim_and_its_completion_touch_exactly_their_ids_with_or_withou
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.parametrize("consecutive", [True, False], ids=["range", "list"])
+def test_a_batch_with_a_job_no_longer_ours_completes_exactly_the_others(q, consecutive):
+    """Plain completions, one fenced statement per claim: of a batch whose jobs were
+    cancelled or taken over meanwhile, exactly the others are done. The job that changed
+    hands keeps its new lease and the cancelled one stays cancelled."""
+    q.enqueue_many("t", [{}] * 5)
+    if not consecutive:
+        q.db.execute("UPDATE jobs SET visible_at = visible_at + 100 WHERE id = 2")
+    batch = q.claim_batch("a", 4)
+    ids = [j.id for j in batch]
+    q.cancel(ids[1])
+    q.db.execute("UPDATE jobs SET visible_at = 0 WHERE id = ?", (ids[2],))  # its lease alone ran out
+    (taken,) = q.claim_batch("b", 1)
+    assert taken.id == ids[2]
+    before = rows(q)
+    outcomes, _ = q.settle([Finished(j) for j in batch] + [Finished(batch[0])])  # one reported twice
+    assert outcomes == ["done", "cancelled", "lost", "done", "lost"]
+    assert [q.job(i).state for i in ids] == ["done", "cancelled", "running", "done"]
+    assert q.job(ids[2]).worker == "b" and q.job(ids[2]).lease_token == taken.lease_token
+    after = {row[0]: row for row in rows(q)}
+    for row in before:  # every row but the two completed is as it was
+        if row[0] not in (ids[0], ids[3]):
+            assert after[row[0]] == row
+
+
+@pytest.mark.sqlite_only
 def test_the_lease_statement_builds_no_temporary_index_per_row(tmp_path):
     """Version 4's states CHECK is comparisons: SQLite codes an IN list of more than two
     constants in a CHECK as a temporary index built again for every row an UPDATE writes
