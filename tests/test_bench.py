@@ -63,6 +63,21 @@ def test_the_tutorial_code_contender_runs_on_the_tutorials_own_table(tmp_path):
     assert q.complete(job) and not q.complete(job)  # fenced: the second report is refused
 
 
+def test_the_tutorial_code_contender_reads_its_clock_and_rolls_back_a_failed_transaction(tmp_path):
+    CONTENDERS["tutorial_code"].load(tmp_path, 2)
+    q = contenders.TutorialCode(tmp_path / contenders.DB_FILE, clock=lambda: 2e9)
+    (first,) = q.claim("w", 1)
+    assert first.lease_expires_at == 2e9 + contenders.LEASE_SECONDS
+    with pytest.raises(ZeroDivisionError), q._tx() as db:
+        db.execute("UPDATE jobs SET state = 'dead' WHERE id = 2")
+        raise ZeroDivisionError("a failure inside the transaction")
+    assert not q.db.in_transaction
+    assert q.complete(first)
+    states = [r[0] for r in q.db.execute("SELECT state || ' ' || COALESCE(finished_at, '-') FROM jobs")]
+    assert states == ["done 2000000000.0", "queued -"]
+    q.db.close()
+
+
 def test_every_race_process_keeps_its_heaps_top_whatever_it_races(tmp_path, monkeypatch):
     kept = []
     monkeypatch.setattr(contenders.heap, "keep_top", lambda *args: kept.append(args) or True)

@@ -22,7 +22,7 @@ import secrets
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, make_dataclass
 from pathlib import Path
 from typing import Any
@@ -185,29 +185,37 @@ TutorialJob = make_dataclass("TutorialJob", [(f.name, f.type) for f in fields(Jo
 
 class TutorialCode:
     """The tutorial's code as a program that follows it runs: its own table (schema
-    version 1), a write transaction per claim and per complete, rows read as sqlite3.Row,
-    each claimed row made a frozen dataclass, uuid4 tokens. The issue's check races
-    labqueue's worker against this; TutorialStatements (the same two transactions per job
-    on labqueue's current table, plain tuples) is the stricter baseline beside it."""
+    version 1), a write transaction per claim and per complete, each opened by a
+    generator context manager as the tutorial's `_tx`, the time read through an injected
+    clock, rows read as sqlite3.Row, each claimed row made a frozen dataclass, uuid4
+    tokens. The issue's check races labqueue's worker against this; TutorialStatements
+    (the same two transactions per job on labqueue's current table, plain tuples, no
+    context manager) is the stricter baseline beside it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
         self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
 
-    def claim(self, worker: str, limit: int = 1) -> list[TutorialJob]:
-        now = time.time()
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            self.db.execute(TUTORIAL_RETIRE, (now, now))
-            rows = self.db.execute(
-                TUTORIAL_CLAIM, (now + LEASE_SECONDS, uuid.uuid4().hex, worker, now, limit)
-            ).fetchall()
-            self.db.execute("COMMIT")
+            yield self.db
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        self.db.execute("COMMIT")
+
+    def claim(self, worker: str, limit: int = 1) -> list[TutorialJob]:
+        now = self.clock()
+        token = uuid.uuid4().hex
+        with self._tx() as db:
+            db.execute(TUTORIAL_RETIRE, (now, now))
+            rows = db.execute(TUTORIAL_CLAIM, (now + LEASE_SECONDS, token, worker, now, limit)).fetchall()
         jobs = [
             TutorialJob(
                 id=r["id"],
@@ -223,14 +231,10 @@ class TutorialCode:
         return sorted(jobs, key=lambda job: job.id)
 
     def complete(self, job: TutorialJob) -> bool:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            changed = self.db.execute(sql.COMPLETE, (time.time(), job.id, job.lease_token)).rowcount
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        return changed == 1
+        with self._tx() as db:
+            if db.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount != 1:
+                return False
+        return True
 
 
 def drain_tutorial_code(q: TutorialCode, name: str) -> list[int]:
