@@ -185,6 +185,21 @@ def test_the_worker_statements_generic_plans_walk_the_indexes(pgq):
     assert not any(text.startswith("SELECT EXISTS") for text in prepared), prepared
 
 
+def test_completions_go_by_the_key_past_a_backlog_the_table_has_no_statistics_for(pgq):
+    """Ready jobs with distinct run times, never analyzed: the completions' generic plan
+    looks each id up by the primary key and does not walk jobs_ready, whose entries it
+    would have to pass one by one."""
+    if pgq.db.info.server_version < 160000:
+        pytest.skip("EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16")
+    pgq.db.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")  # no analyze meanwhile
+    pgq.enqueue_many("t", ({"n": n} for n in range(20000)))
+    pgq.db.execute("UPDATE jobs SET visible_at = visible_at - 100000 + id * 0.001")
+    rows = pgq.db.execute("EXPLAIN (GENERIC_PLAN) " + _numbered(pg.COMPLETE_MANY), prepare=False)
+    found = "\n".join(row[0] for row in rows)
+    by_key = "Index Scan using jobs_pkey on jobs" in found or "Bitmap Index Scan on jobs_pkey" in found
+    assert by_key and "jobs_ready" not in found, found
+
+
 def test_no_statement_formats_a_value():
     """Values are %(name)s parameters: the only braces are the schema identifier's, and
     the private templates' (filled with the module's own constants at import)."""

@@ -189,6 +189,7 @@ SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
 """
 
 from ..core import LAST_ATTEMPT_EXPIRED  # noqa: E402, F401 (the rule's text, shared with SQLite)
+from ..validate import STATES  # noqa: E402
 
 # Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
 # queue (through jobs_queue_ready, which leaves out the default queue), the default queue,
@@ -307,10 +308,18 @@ UPDATE jobs
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
 # each still fenced by the token; the ids come back for the ones that were still ours.
+# "Still running" is written as "none of the other states" (the same test under the
+# table's CHECK) so that the planner finds the rows by the primary key: `state =
+# 'running'` implies jobs_ready's predicate, and PostgreSQL 18's generic plan then walked
+# that index with a skip scan over its leading columns, past the entries of every other
+# ready or running job and of each finished one not yet vacuumed. Measured here, paired
+# drains of one worker: 1.37x as fast on the bench's queue, 2.06x on a backlog of 20,000
+# jobs with distinct run times before the table was first analyzed.
+_NOT_RUNNING = ", ".join(f"'{state}'" for state in STATES if state != "running")
 COMPLETE_MANY = f"""
 UPDATE jobs
    SET state = 'done', finished_at = {NOW}, lease_token = NULL
- WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND state = 'running'
+ WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND state NOT IN ({_NOT_RUNNING})
 RETURNING id
 """
 
