@@ -7,6 +7,7 @@ constants below once, at import, and COMPLETE_MANY once per number of ids).
 """
 
 import functools
+import re
 
 from .core import LAST_ATTEMPT_EXPIRED, MAX_ERROR_CHARS
 from .validate import STATES
@@ -171,11 +172,13 @@ ALTER TABLE {REBUILT} RENAME TO jobs;
 {ARCHIVE}
 """
 # What a rebuild must carry over besides rows: the triggers and indexes another program
-# made on the table (DROP TABLE takes them with it); labqueue's own indexes are made anew.
-OTHERS_ON_JOBS = """
+# made on the table (DROP TABLE takes them with it); labqueue's own indexes, named in
+# INDEXES, are made anew.
+OWN_INDEXES = tuple(re.findall(r"CREATE INDEX IF NOT EXISTS (\w+)", INDEXES))
+OTHERS_ON_JOBS = f"""
 SELECT sql FROM sqlite_master
  WHERE tbl_name = 'jobs' COLLATE NOCASE AND type IN ('index', 'trigger') AND sql IS NOT NULL
-   AND name NOT IN ('jobs_ready', 'jobs_queue_ready', 'jobs_exhausted', 'jobs_dead')
+   AND name NOT IN ({", ".join(f"'{name}'" for name in OWN_INDEXES)})
  ORDER BY type, name
 """
 
