@@ -1,5 +1,5 @@
-"""The three rooms: the queue (labqueue), the course (labqueue.lab) and the tools
-(labqueue.bench, labqueue.chaos). The core imports neither of the others, and a plain
+"""The rooms: the queue (labqueue), the course (labqueue.lab, and labqueue.tutorial, the
+queue the course's Part 1 builds) and the tools (labqueue.bench, labqueue.chaos). The core imports neither of the others, and a plain
 worker knows no job kinds until the operator registers some."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import labqueue
 
 CORE = Path(labqueue.__file__).resolve().parent
-ROOMS = ("labqueue.lab", "labqueue.bench", "labqueue.chaos")
+ROOMS = ("labqueue.lab", "labqueue.tutorial", "labqueue.bench", "labqueue.chaos")
 
 
 def core_modules() -> list[Path]:
