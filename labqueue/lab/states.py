@@ -77,6 +77,10 @@ EDGES: tuple[Edge, ...] = (
 
 EDGE_KEYS = tuple(edge.key for edge in EDGES)
 
+#: What Part 2 adds to a job's life; Part 1's tutorial queue has neither (``part2=False``).
+PART2_STATES = ("cancelled",)
+PART2_MOVES = ("cancel", "cancel_running")
+
 # Where each state sits, in inches on the course's 6.4 x 3.2 figure.
 _AT = {
     START: (0.25, 1.5),
@@ -120,28 +124,33 @@ def edges_frame():
     ).set_index("move")
 
 
-def _chosen(highlight: str | Iterable[str] | None) -> set[str]:
+def _chosen(highlight: str | Iterable[str] | None, part2: bool = True) -> set[str]:
     if highlight is None:
         return set()
     names = {highlight} if isinstance(highlight, str) else set(highlight)
-    unknown = sorted(n for n in names if n not in STATES and n not in EDGE_KEYS)
+    shown_states = STATES if part2 else tuple(s for s in STATES if s not in PART2_STATES)
+    shown_moves = EDGE_KEYS if part2 else tuple(k for k in EDGE_KEYS if k not in PART2_MOVES)
+    unknown = sorted(n for n in names if n not in shown_states and n not in shown_moves)
     if unknown:
         raise InvalidArgument(
-            f"highlight must name states ({', '.join(STATES)}) or moves ({', '.join(EDGE_KEYS)}), "
+            f"highlight must name states ({', '.join(shown_states)}) or moves ({', '.join(shown_moves)}), "
             f"got {', '.join(map(repr, unknown))}"
         )
     return names
 
 
-def diagram(highlight: str | Iterable[str] | None = None, title: str | None = None):
+def diagram(highlight: str | Iterable[str] | None = None, title: str | None = None, *, part2: bool = True):
     """The state diagram of a job as a matplotlib Figure of the course's size.
 
     ``highlight`` names states and/or moves (``"claim"``, ``"reclaim"``, ``"complete"``,
     ``"retry"``, ``"dead"``, ``"requeue"``, ``"enqueue"``) to draw in colour; the rest is
-    drawn in gray. The figure is not kept by pyplot: return it from a cell to show it."""
+    drawn in gray. ``part2=False`` leaves out what Part 2 adds (the cancelled state and the
+    cancel moves): Part 1's queue has four states. The figure is not kept by pyplot: return
+    it from a cell to show it."""
     from matplotlib.patches import Circle, FancyArrowPatch
 
-    hot = _chosen(highlight)
+    hot = _chosen(highlight, part2)
+    drawn = STATES if part2 else tuple(s for s in STATES if s not in PART2_STATES)
     fig, ax = new_figure()
     fig.set_layout_engine("none")
     ax.set_position((0.0, 0.0, 1.0, 0.92))  # one inch of axes is one inch of figure
@@ -149,7 +158,7 @@ def diagram(highlight: str | Iterable[str] | None = None, title: str | None = No
     ax.set_ylim(0, 3.2 * 0.92)
     ax.axis("off")
 
-    for state in STATES:
+    for state in drawn:
         x, y = _AT[state]
         lit = state in hot or not hot
         ax.add_patch(
@@ -209,13 +218,14 @@ def diagram(highlight: str | Iterable[str] | None = None, title: str | None = No
     # requeue_dead: from dead, under everything, back to queued.
     arrow((ex - r * 0.3, ey - r * 0.95), (qx, qy - r), "requeue", rad=-0.3)
     label("requeue", 4.05, 0.22)
-    cx, cy = _AT["cancelled"]
-    arrow((qx - r * 0.7, qy - r * 0.72), (cx + r * 0.6, cy + r * 0.8), "cancel", rad=0.1)
-    label("cancel", qx - 0.62, qy - 0.4, ha="right")
-    arrow((rx - r * 0.1, ry - r), (cx + r, cy - 0.08), "cancel_running", rad=-0.3)
-    label("cancel_running", 2.15, 0.16)
+    if part2:
+        cx, cy = _AT["cancelled"]
+        arrow((qx - r * 0.7, qy - r * 0.72), (cx + r * 0.6, cy + r * 0.8), "cancel", rad=0.1)
+        label("cancel", qx - 0.62, qy - 0.4, ha="right")
+        arrow((rx - r * 0.1, ry - r), (cx + r, cy - 0.08), "cancel_running", rad=-0.3)
+        label("cancel_running", 2.15, 0.16)
 
-    title = title or f"The life of a job: {len(STATES)} states, every move an UPDATE"
+    title = title or f"The life of a job: {len(drawn)} states, every move an UPDATE"
     fig.suptitle(title, fontsize=10, y=0.98)
     return fig
 

@@ -160,6 +160,17 @@ def test_diagram_has_the_course_size_and_highlights_by_name():
         states.diagram(highlight="sleeping")
 
 
+def test_part1_diagram_leaves_out_what_part2_adds():
+    fig = states.diagram(highlight=["claim", "complete"], part2=False)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts + fig.texts)
+    assert {"queued", "running", "done", "dead"} <= set(texts.split())
+    assert "cancel" not in texts and "4 states" in texts
+    with pytest.raises(InvalidArgument, match="'cancel'"):
+        states.diagram(highlight="cancel", part2=False)
+    whole = " ".join(t.get_text() for t in states.diagram().axes[0].texts)
+    assert "cancelled" in whole
+
+
 def test_edges_frame_lists_every_move_once():
     table = states.edges_frame()
     assert list(table.index) == list(states.EDGE_KEYS)
