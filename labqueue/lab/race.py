@@ -1,5 +1,10 @@
 """The claim race: naive, compare-and-swap and atomic claims, each raced by real
-worker processes.
+worker processes on the learner's own code.
+
+The claims are the learner's: notebook 01's saved `# race.py` cells, kept in the kernel's
+workspace (`labqueue.tutorial.workspace`). Each racing process loads them with
+`labqueue.tutorial.process.tutorial_module("race", code)`, so a claim edited in the notebook
+is the claim that races; without `code`, the course's `labqueue.tutorial.race` races.
 
 The table is deliberately minimal (id, state, claimed_by), so the only thing that
 differs between the runs is the claim itself. Workers are spawned from this module
@@ -12,7 +17,6 @@ jobs table cannot show a duplicate, because the last writer's name wins.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -20,20 +24,18 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import InvalidArgument
+from ..tutorial.process import tutorial_module
 from .scratch import db_path
-
-Claim = Callable[[sqlite3.Connection, str], "tuple[int | None, int]"]
 
 RACE_TABLE = """
 CREATE TABLE jobs (
     id         INTEGER PRIMARY KEY,
-    claimed_by TEXT,
-    state      TEXT NOT NULL DEFAULT 'queued'
+    state      TEXT NOT NULL DEFAULT 'queued',
+    claimed_by TEXT
 )
 """
 
@@ -52,54 +54,8 @@ DEFAULT_WORKERS = 4
 MAX_JOBS = 200_000
 MAX_WORKERS = 16
 
-# Each strategy returns (the id it took or None once nothing is queued, looks it wasted).
-
-
-def claim_naive(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """Two statements: find the oldest queued id, then mark it ours. Another worker
-    can run its own look between our look and our write, and then both take the row."""
-    (job_id,) = db.execute("SELECT MIN(id) FROM jobs WHERE state = 'queued'").fetchone()
-    if job_id is not None:
-        db.execute("UPDATE jobs SET claimed_by = ?, state = 'running' WHERE id = ?", (worker, job_id))
-    return job_id, 0
-
-
-def claim_cas(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """Compare and swap: the write repeats the look's condition, so it changes the row
-    only if it is still queued. A rowcount of 0 means a rival took it in between: the
-    round trip was wasted, and the worker looks again."""
-    for wasted in itertools.count():
-        (job_id,) = db.execute("SELECT MIN(id) FROM jobs WHERE state = 'queued'").fetchone()
-        if job_id is None:
-            return None, wasted
-        swap = db.execute(
-            "UPDATE jobs SET claimed_by = ?, state = 'running' WHERE state = 'queued' AND id = ?",
-            (worker, job_id),
-        )
-        if swap.rowcount == 1:
-            return job_id, wasted
-
-
-def claim_atomic(db: sqlite3.Connection, worker: str) -> tuple[int | None, int]:
-    """One statement both picks the oldest queued row (the sub-select) and takes it.
-    SQLite lets one connection write at a time, so no rival can act in between."""
-    taken = db.execute(
-        "UPDATE jobs SET claimed_by = ?, state = 'running' "
-        "WHERE id = (SELECT MIN(id) FROM jobs WHERE state = 'queued') RETURNING id",
-        (worker,),
-    ).fetchall()  # read every row, so the statement and its write lock end here
-    return (taken[0][0] if taken else None), 0
-
-
-def connect(path: str | Path) -> sqlite3.Connection:
-    """Autocommit (isolation_level=None): each statement is its own transaction,
-    exactly as a worker that never says BEGIN would run it."""
-    db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-    db.execute("PRAGMA synchronous = NORMAL")  # the table is in WAL mode: NORMAL is safe
-    return db
-
-
-STRATEGIES: dict[str, Claim] = {"naive": claim_naive, "cas": claim_cas, "atomic": claim_atomic}
+#: The tutorial's three claims, in its order: the keys of `STRATEGIES` in `race.py`.
+STRATEGY_NAMES = ("naive", "cas", "atomic")
 
 
 @dataclass(frozen=True)
@@ -142,17 +98,25 @@ def race_worker(
     start: mp.synchronize.Barrier,
     statements: tuple[str | None, str] | None = None,
     cap: int | None = None,
+    code: str | None = None,
 ) -> None:
-    """One racing process: connect, wait for the others at the barrier, then claim
-    until nothing is left. What it claimed is written down only after the race.
+    """One racing process: load `race.py` (the learner's from the folder `code`, or the
+    course's), connect with its `connect`, wait for the others at the barrier, then claim
+    with its `STRATEGIES[strategy]` until nothing is left. What it claimed is written down
+    only after the race.
 
     With `statements` (look, take) the racer claims with those SQL statements instead
-    of a named strategy (see `claim_with`), and stops after `cap` claims, so that a
-    statement which never runs out of rows still ends."""
+    of a named strategy (see `claim_with`). It stops after `cap` claims, so that a claim
+    which never runs out of rows still ends."""
     _ignore_interrupts()
-    db = connect(path)
+    try:
+        module = tutorial_module("race", code)
+        db = module.connect(path)
+    except BaseException:
+        start.abort()  # the parent and the other racers stop waiting for this one
+        raise
     if statements is None:
-        claim = STRATEGIES[strategy]
+        claim = module.STRATEGIES[strategy]
     else:
         look, take = statements
 
@@ -208,14 +172,17 @@ def race(
     workers: int = DEFAULT_WORKERS,
     *,
     statements: tuple[str | None, str] | None = None,
+    code: str | os.PathLike[str] | None = None,
 ) -> RaceResult:
     """Fill a fresh table with `n_jobs` queued rows and let `workers` spawned
-    processes claim them all with one strategy, all starting at the same moment.
-    With `statements` (look, take), the racers claim with that SQL instead and stop
-    after `n_jobs` claims each (see `claim_with`); `strategy` only names the run."""
+    processes claim them all with one strategy of `race.py` (the learner's, from the
+    workspace folder `code`, or the course's), all starting at the same moment.
+    With `statements` (look, take), the racers claim with that SQL instead (see
+    `claim_with`) and `strategy` only names the run. No racer claims more than `n_jobs`
+    times, so a claim that never runs out of rows still ends."""
     __tracebackhide__ = True
-    if statements is None and strategy not in STRATEGIES:
-        raise InvalidArgument(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if statements is None and strategy not in STRATEGY_NAMES:
+        raise InvalidArgument(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {strategy!r}")
     n_jobs, workers = check_size(n_jobs, workers)
     path = db_path(f"race_{strategy}")
     results = db_path(f"race_{strategy}_results")
@@ -226,10 +193,11 @@ def race(
 
     ctx = mp.get_context("spawn")  # a fresh interpreter, as a worker on any platform gets
     start = ctx.Barrier(workers + 1)
+    folder = None if code is None else str(code)
     racers = [
         ctx.Process(
             target=race_worker,
-            args=(str(path), str(results), strategy, f"w{n}", start, statements, statements and n_jobs),
+            args=(str(path), str(results), strategy, f"w{n}", start, statements, n_jobs, folder),
         )
         for n in range(workers)
     ]
@@ -271,7 +239,13 @@ def _run_racers(racers: list, start: mp.synchronize.Barrier) -> float:
         with _children_ignore_interrupts():
             for racer in racers:
                 racer.start()
-        start.wait(timeout=120)  # every worker is connected and waiting: go
+        try:
+            start.wait(timeout=120)  # every worker is connected and waiting: go
+        except threading.BrokenBarrierError:
+            raise RuntimeError(
+                "a race worker failed before the start (loading race.py or connecting):"
+                " its traceback is in the kernel's log"
+            ) from None
         started = time.time()
         for racer in racers:
             racer.join(timeout=600)
@@ -309,8 +283,10 @@ def race_all(
     *,
     enlarge: int = 2,
     progress: bool = True,
+    code: str | os.PathLike[str] | None = None,
 ) -> list[RaceResult]:
-    """Race every strategy once, in the tutorial's order, all at one size.
+    """Race every strategy of `race.py` once (the learner's, from the workspace folder
+    `code`, or the course's), in the tutorial's order, all at one size.
 
     A race is a matter of chance: on a quiet or very fast machine the naive run can
     finish without a collision. Then the size is doubled and the naive race run
@@ -321,22 +297,22 @@ def race_all(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(STRATEGIES), desc=f"{n_jobs} jobs, {workers} workers", unit="strategy")
+        bar = tqdm(total=len(STRATEGY_NAMES), desc=f"{n_jobs} jobs, {workers} workers", unit="strategy")
     try:
-        naive = race("naive", n_jobs, workers)
+        naive = race("naive", n_jobs, workers, code=code)
         for _ in range(enlarge):
             if naive.duplicates > 0 or n_jobs * 2 > MAX_JOBS:
                 break
             n_jobs *= 2
             if bar is not None:
                 bar.set_description(f"no collision yet; {n_jobs} jobs, {workers} workers")
-            naive = race("naive", n_jobs, workers)
+            naive = race("naive", n_jobs, workers, code=code)
         results = [naive]
         if bar is not None:
             bar.update(1)
-        for name in STRATEGIES:
+        for name in STRATEGY_NAMES:
             if name != "naive":
-                results.append(race(name, n_jobs, workers))
+                results.append(race(name, n_jobs, workers, code=code))
                 if bar is not None:
                     bar.update(1)
     except KeyboardInterrupt:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from .assets import data_file, figure_png, new_figure
-from .race import DEFAULT_JOBS, DEFAULT_WORKERS, MAX_WORKERS, STRATEGIES, RaceResult, race_all
+from .race import DEFAULT_JOBS, DEFAULT_WORKERS, MAX_WORKERS, STRATEGY_NAMES, RaceResult, race_all
 
 DATA_FILE = "claim_race_tutorial.csv"
 COLUMNS = ["strategy", "jobs", "workers", "claims", "distinct", "duplicates", "wasted", "seconds"]
@@ -47,7 +48,7 @@ def plot_race(results: Sequence[RaceResult], tutorial: pd.DataFrame | None = Non
     the tutorial's. Returns the figure, which a notebook cell shows by returning it."""
     table = side_by_side(results, tutorial)
     fig, axes = new_figure(1, 2)
-    names = list(STRATEGIES)
+    names = list(STRATEGY_NAMES)
     width = 0.38
     for ax, column in zip(axes, ["duplicates per 1,000 jobs", "wasted retries per 1,000 jobs"], strict=True):
         for k, (source, color) in enumerate([("this run", "tab:blue"), ("tutorial", "tab:gray")]):
@@ -75,10 +76,12 @@ class RacePanel:
         self,
         initial: Sequence[RaceResult] | None = None,
         runner: Callable[..., list[RaceResult]] = race_all,
+        code: str | os.PathLike[str] | None = None,
     ) -> None:
         import ipywidgets as w
 
         self.runner = runner
+        self.code = code  # the learner's workspace: the racers run its race.py
         self.results: list[RaceResult] = list(initial or [])
         self.jobs = w.IntSlider(
             value=DEFAULT_JOBS, min=500, max=20_000, step=500, description="jobs", continuous_update=False
@@ -102,7 +105,7 @@ class RacePanel:
             f"<i>racing {self.jobs.value:,} jobs with {self.workers.value} processes, three times…</i>"
         )
         try:
-            self.results = self.runner(self.jobs.value, self.workers.value, progress=False)
+            self.results = self.runner(self.jobs.value, self.workers.value, progress=False, code=self.code)
         except KeyboardInterrupt:  # the kernel was interrupted: the racers are already stopped
             self.status.value = "<b>interrupted</b>: the racers were stopped; press <b>Run the race</b> again"
             return self.results
@@ -124,6 +127,7 @@ class RacePanel:
         self.chart.value = figure_png(plot_race(self.results))
 
 
-def race_panel(initial: Sequence[RaceResult] | None = None):
-    """The notebook's widget panel, showing `initial` results until the first run."""
-    return RacePanel(initial).widget
+def race_panel(initial: Sequence[RaceResult] | None = None, code: str | os.PathLike[str] | None = None):
+    """The notebook's widget panel, showing `initial` results until the first run; its
+    races run the claims of `race.py` in the workspace folder `code` (the learner's)."""
+    return RacePanel(initial, code=code).widget

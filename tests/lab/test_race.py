@@ -5,20 +5,26 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import race, race_view
+from labqueue.tutorial import race as course
+from labqueue.tutorial.sections import package_text
 
 
 @pytest.fixture
 def table(tmp_path):
     path = tmp_path / "race.db"
     race.create_race_db(path, 5)
-    db = race.connect(path)
+    db = course.connect(path)
     yield db
     db.close()
 
 
-@pytest.mark.parametrize("name", list(race.STRATEGIES))
+def test_the_harness_races_the_tutorials_strategies_in_its_order():
+    assert tuple(course.STRATEGIES) == race.STRATEGY_NAMES
+
+
+@pytest.mark.parametrize("name", race.STRATEGY_NAMES)
 def test_each_strategy_claims_every_job_once_when_alone(table, name):
-    claim = race.STRATEGIES[name]
+    claim = course.STRATEGIES[name]
     got = [claim(table, "w0") for _ in range(6)]
     assert got == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (None, 0)]
     assert table.execute("SELECT COUNT(*) FROM jobs WHERE claimed_by = 'w0'").fetchone()[0] == 5
@@ -36,7 +42,7 @@ class RivalCutsIn:
         cursor = self.db.execute(statement, params)
         if statement.startswith("SELECT") and self.rival_got is None:
             rows = cursor.fetchall()
-            self.rival_got = race.claim_naive(self.rival_db, "rival")
+            self.rival_got = course.claim_naive(self.rival_db, "rival")
             return FixedRows(rows)
         return cursor
 
@@ -57,10 +63,10 @@ class FixedRows:
     ],
 )
 def test_a_rival_between_look_and_write(tmp_path, table, name, ours, holder):
-    rival_db = race.connect(tmp_path / "race.db")
+    rival_db = course.connect(tmp_path / "race.db")
     cut_in = RivalCutsIn(table, rival_db)
     try:
-        assert race.STRATEGIES[name](cut_in, "w0") == ours
+        assert course.STRATEGIES[name](cut_in, "w0") == ours
     finally:
         rival_db.close()
     assert cut_in.rival_got == (1, 0)  # the rival took job 1 during our gap
@@ -95,7 +101,49 @@ def test_real_race_atomic_claims_each_job_exactly_once(tmp_path, monkeypatch):
     assert (r.claims, r.distinct, r.duplicates, r.wasted, r.workers) == (300, 300, 0, 0, 2)
 
 
-def fake_runner(n_jobs, workers, *, progress):
+def _learners_race_py(folder, atomic_body):
+    """A workspace folder holding race.py with its claim_atomic replaced by `atomic_body`."""
+    folder.mkdir()
+    text = package_text("race")
+    start = text.index("def claim_atomic(")
+    end = text.index("STRATEGIES = ")
+    (folder / "race.py").write_text(text[:start] + atomic_body + "\n\n" + text[end:])
+    return folder
+
+
+def test_the_racers_run_the_learners_race_py(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    half = """
+def claim_atomic(db, worker):
+    rows = db.execute(
+        "UPDATE jobs SET state = 'running', claimed_by = ? WHERE id ="
+        " (SELECT MIN(id) FROM jobs WHERE state = 'queued' AND id <= 20) RETURNING id",
+        (worker,),
+    ).fetchall()
+    return (rows[0][0] if rows else None), 0
+"""
+    code = _learners_race_py(tmp_path / "yours", half)
+    r = race.race("atomic", 40, 2, code=code)
+    assert (r.claims, r.distinct, r.duplicates) == (20, 20, 0)  # the learner's claim stops at job 20
+
+
+def test_a_racer_that_cannot_load_the_learners_code_stops_the_race_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    code = _learners_race_py(tmp_path / "yours", "def claim_atomic(db, worker):\n    return 1 / 0, 0\n")
+    broken = (code / "race.py").read_text() + "\nraise ImportError('broken on purpose')\n"
+    (code / "race.py").write_text(broken)
+    with pytest.raises(RuntimeError, match="failed before the start"):
+        race.race("atomic", 10, 2, code=code)
+
+
+def test_a_claim_that_never_runs_out_stops_after_as_many_claims_as_jobs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
+    forever = "def claim_atomic(db, worker):\n    return 1, 0\n"
+    r = race.race("atomic", 30, 2, code=_learners_race_py(tmp_path / "yours", forever))
+    assert (r.claims, r.distinct) == (60, 1)
+
+
+def fake_runner(n_jobs, workers, *, progress, code=None):
     return [
         race.RaceResult("naive", n_jobs, workers, n_jobs + 7, n_jobs, 7, 0, 0.1),
         race.RaceResult("cas", n_jobs, workers, n_jobs, n_jobs, 0, 5, 0.1),

@@ -10,6 +10,7 @@ Each checker first replays, step by step in this process, the interleaving that 
 bad claim (so the verdict does not depend on luck), then races the learner's SQL with
 real worker processes started from ``labqueue.lab.race`` (spawn-safe): 400 jobs, 4
 processes, about a second. Statements use the named parameters ``:worker`` and ``:id``.
+Each worker connects as notebook 01's ``race.py`` does (``labqueue.tutorial.race.connect``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from ...tutorial.race import connect
 from .. import race
 from . import Verdict, not_yet, passed
 
@@ -65,7 +67,7 @@ def _table(folder: Path, n_jobs: int) -> tuple[sqlite3.Connection, sqlite3.Conne
     """A fresh race table and two workers' connections to it."""
     path = folder / "exercise.db"
     race.create_race_db(path, n_jobs)
-    return race.connect(path), race.connect(path)
+    return connect(path), connect(path)
 
 
 def _interleave_look_then_take(look: str, take: str) -> str | None:
