@@ -5,11 +5,23 @@ from __future__ import annotations
 from labqueue.lab.exercises import nb02 as module
 
 
-def test_the_exercise_edits_the_very_condition_the_queue_claims_with():
-    from labqueue import sql
+def test_the_exercise_edits_the_very_condition_the_tutorial_claims_with():
+    from labqueue.tutorial import jobqueue
 
-    assert sql.CLAIM.count(module.READY) == 1
-    assert module.claim_statement(module.READY) == sql.CLAIM
+    assert jobqueue.CLAIM.count(module.READY) == 1
+    assert module.claim_statement(module.READY) == jobqueue.CLAIM
+
+
+def test_the_first_claim_walks_the_learners_queue_class():
+    from labqueue.tutorial import jobqueue
+
+    class NeverReclaims(jobqueue.JobQueue):  # a claim that forgot expired leases
+        def claim(self, worker, *, limit=1):
+            return [] if self.clock() > 1000 else super().claim(worker, limit=limit)
+
+    assert module.check_first_claim_at(1045, jobqueue.JobQueue)
+    verdict = module.check_first_claim_at(1045, NeverReclaims)
+    assert not verdict and "never got the job" in verdict.message
 
 
 def test_the_first_claim_follows_the_lease_length():

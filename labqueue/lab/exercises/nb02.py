@@ -3,10 +3,12 @@
 1. ``check_first_claim_at``: worker-a claims at t=1000 with a 45-second lease; predict the
    first whole second at which worker-b's claim gets the job.
 2. ``check_ready_where``: write the condition that makes a job claimable, the WHERE of the
-   claim's sub-select. The checker puts it into the queue's CLAIM statement and claims
-   from six jobs, one in every situation: ready, delayed, leased, lease expired, done, dead.
+   claim's sub-select. The checker puts it into the tutorial's CLAIM statement (notebook 02's
+   cell, ``labqueue.tutorial.jobqueue.CLAIM``) and claims from six jobs, one in every
+   situation: ready, delayed, leased, lease expired, done, dead.
 
-Both play on a fake clock, so the verdicts are exact.
+Both play on a fake clock with the tutorial's queue, so the verdicts are exact. The first can
+take the learner's own ``JobQueue`` class, so it walks the claim as the learner wrote it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,14 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from ... import sql
 from ...clock import FakeClock
-from ...queue import JobQueue
+from ...tutorial import jobqueue as tutorial
 from . import Verdict, not_yet, passed
 
 START = 1000.0
 LEASE = 45.0
 
-#: The condition in labqueue.sql.CLAIM that exercise 2 asks the learner to write.
+#: The condition in the tutorial's CLAIM that exercise 2 asks the learner to write.
 READY = "state IN ('queued', 'running') AND visible_at <= :now"
 
 
@@ -34,32 +35,47 @@ def _number(value: object) -> bool:
 # -- exercise 1 ---------------------------------------------------------------------------
 
 
-def first_claim(lease_seconds: float = LEASE, until: float = START + 300) -> tuple[float | None, list[str]]:
+def first_claim(
+    lease_seconds: float = LEASE, until: float = START + 300, queue_class: type | None = None
+) -> tuple[float | None, list[str]]:
     """worker-a claims at t=1000; worker-b tries once a second. The first second at which
-    worker-b gets the job, and what the tries around it returned."""
+    worker-b gets the job, and what the tries around it returned. `queue_class` is the
+    tutorial's JobQueue unless given (the learner's, from notebook 02's cells)."""
     clock = FakeClock(START)
-    with (
-        tempfile.TemporaryDirectory(prefix="nb02_") as scratch,
-        JobQueue(Path(scratch) / "lease.db", lease_seconds=lease_seconds, clock=clock) as q,
-    ):
-        q.enqueue("email", {"to": "ada@example.com"})
-        (a,) = q.claim("worker-a")
-        log = [f"t={START:.0f} worker-a claims: lease until {a.lease_expires_at:.0f}"]
-        while clock.now < until:
-            clock.advance(1)
-            got = q.claim("worker-b")
-            if got:
-                log.append(f"t={clock.now:.0f} worker-b claims: attempt {got[0].attempts}")
-                return clock.now, log
-            log.append(f"t={clock.now:.0f} worker-b claims: []")
+    make = queue_class or tutorial.JobQueue
+    with tempfile.TemporaryDirectory(prefix="nb02_") as scratch:
+        q = make(Path(scratch) / "lease.db", lease_seconds=lease_seconds, clock=clock)
+        try:
+            return _walk(q, clock, until)
+        finally:
+            q.db.close()
+
+
+def _walk(q, clock: FakeClock, until: float) -> tuple[float | None, list[str]]:
+    q.enqueue("email", {"to": "ada@example.com"})
+    (a,) = q.claim("worker-a")
+    log = [f"t={START:.0f} worker-a claims: lease until {a.lease_expires_at:.0f}"]
+    while clock.now < until:
+        clock.advance(1)
+        got = q.claim("worker-b")
+        if got:
+            log.append(f"t={clock.now:.0f} worker-b claims: attempt {got[0].attempts}")
+            return clock.now, log
+        log.append(f"t={clock.now:.0f} worker-b claims: []")
     return None, log
 
 
-def check_first_claim_at(first_claim_at: object) -> Verdict:
-    """Passes when `first_claim_at` is the first second at which worker-b gets the job."""
+def check_first_claim_at(first_claim_at: object, queue_class: type | None = None) -> Verdict:
+    """Passes when `first_claim_at` is the first second at which worker-b gets the job from
+    `queue_class` (the learner's JobQueue; the tutorial's when None)."""
     if not _number(first_claim_at):
         return not_yet(f"first_claim_at must be a time in seconds, such as 1234, got {first_claim_at!r}")
-    actual, log = first_claim(LEASE)
+    actual, log = first_claim(LEASE, queue_class=queue_class)
+    if actual is None:
+        return not_yet(
+            f"worker-b never got the job in 300 s ({log[-1]}): does your claim take a job whose"
+            " lease ran out?"
+        )
     around = "; ".join(log[-2:])
     if first_claim_at == actual:
         return passed(
@@ -84,10 +100,10 @@ SCENE = {
 CLAIMABLE = {1, 5}
 
 
-def _scene(folder: Path) -> tuple[JobQueue, FakeClock]:
-    """Every situation a job can be in at t=1040, built through the queue's own API."""
+def _scene(folder: Path) -> tuple[tutorial.JobQueue, FakeClock]:
+    """Every situation a job can be in at t=1040, built through the tutorial queue's own API."""
     clock = FakeClock(START)
-    q = JobQueue(folder / "ready.db", lease_seconds=30, clock=clock, rng=lambda: 0.0)
+    q = tutorial.JobQueue(folder / "ready.db", lease_seconds=30, clock=clock, rng=lambda: 0.0)
     q.enqueue("email", {"n": 1})
     q.enqueue("email", {"n": 2})
     q.enqueue("email", {"n": 3}, max_attempts=1)
@@ -105,8 +121,8 @@ def _scene(folder: Path) -> tuple[JobQueue, FakeClock]:
 
 
 def claim_statement(ready_where: str) -> str:
-    """The queue's CLAIM with `ready_where` as the sub-select's condition."""
-    return sql.CLAIM.replace(READY, ready_where)
+    """The tutorial's CLAIM with `ready_where` as the sub-select's condition."""
+    return tutorial.CLAIM.replace(READY, ready_where)
 
 
 def check_ready_where(ready_where: object) -> Verdict:
@@ -117,14 +133,14 @@ def check_ready_where(ready_where: object) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="nb02_") as scratch:
         q, clock = _scene(Path(scratch))
         now = clock.now
-        params = {"now": now, "lease_end": now + 30, "token": "t", "worker": "worker-c", "limit": 10}
+        params = {"now": now, "lease_ends": now + 30, "token": "t", "worker": "worker-c", "limit": 10}
         try:
             with q._tx() as db:
                 taken = {row["id"] for row in db.execute(claim_statement(ready_where), params).fetchall()}
         except sqlite3.Error as exc:
             return not_yet(f"the claim with your condition did not run: {type(exc).__name__}: {exc}")
         finally:
-            q.close()
+            q.db.close()
 
     def named(ids: set[int]) -> str:
         return ", ".join(SCENE[i] for i in sorted(ids)) or "nothing"
