@@ -1,4 +1,9 @@
-"""Notebook 02: one job's lease on a fake clock, as a trace, a timeline and a playground."""
+"""Notebook 02: one job's lease on a fake clock, as a trace, a timeline and a playground.
+
+Each runs on a `JobQueue` class it is given: notebook 02 passes the learner's own, the one
+its cells define; without one, the tutorial's (`labqueue.tutorial.jobqueue`, the same code
+as those cells).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import pandas as pd
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import Job, JobQueue
+from ..tutorial.jobqueue import Job, JobQueue
 from .assets import new_figure
 from .scratch import db_path
 from .walks import ONE_ROW
@@ -50,17 +55,19 @@ def snapshot(q: JobQueue, step: str, result: object = "", job_id: int = 1) -> Sn
     )
 
 
-def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
-    """The walk of walks.leases(), step by step, keeping the row after every step."""
+def trace_leases(folder: str | Path | None = None, queue_class: type | None = None) -> list[Snapshot]:
+    """The tutorial's lease walk on `queue_class` (the learner's JobQueue; the tutorial's
+    when None), keeping the row after every step."""
     clock = FakeClock(START)
-    with JobQueue(db_path("leases_trace", folder), lease_seconds=LEASE, clock=clock) as q:
+    q = (queue_class or JobQueue)(db_path("leases_trace", folder), lease_seconds=LEASE, clock=clock)
+    try:
         q.enqueue("email", {"to": "ada@example.com"})
         trace = [snapshot(q, "enqueue")]
 
-        def attempt_by(worker: str) -> Job:
-            (job,) = q.claim(worker)
-            trace.append(snapshot(q, f"{worker} claims", f"attempt {job.attempts}"))
-            return job
+        def attempt_by(worker: str) -> Job | None:
+            jobs = q.claim(worker)  # a claim that hands out nothing is traced as []
+            trace.append(snapshot(q, f"{worker} claims", f"attempt {jobs[0].attempts}" if jobs else jobs))
+            return jobs[0] if jobs else None
 
         holders = {"worker-a": attempt_by("worker-a")}
         clock.now = START + 10  # inside worker-a's lease: the claim hands out nothing
@@ -69,13 +76,17 @@ def trace_leases(folder: str | Path | None = None) -> list[Snapshot]:
         clock.now = START + LEASE + 1  # a second after the lease ended
         holders["worker-b"] = attempt_by("worker-b")
         for worker, job in holders.items():  # worker-a's late report first, then worker-b's
-            trace.append(snapshot(q, f"{worker} completes", q.complete(job)))
+            if job is not None:
+                trace.append(snapshot(q, f"{worker} completes", q.complete(job)))
+    finally:
+        q.db.close()
     return trace
 
 
 def connection_settings(q: JobQueue) -> pd.DataFrame:
-    """What JobQueue's connection is set to, read back from SQLite itself, with the reason."""
+    """What a queue's connection `q.db` is set to, read back from SQLite itself, with the reason."""
     db = q.db
+    (busy_ms,) = db.execute("PRAGMA busy_timeout").fetchone()  # what connect's timeout= set
     rows = [
         (
             "isolation_level",
@@ -84,7 +95,7 @@ def connection_settings(q: JobQueue) -> pd.DataFrame:
         ),
         (
             "timeout (s)",
-            f"{q.timeout:g}",
+            f"{busy_ms / 1000:g}",
             "how long a write waits for the write lock before giving up (Python's default: 5 s)",
         ),
         (
@@ -99,40 +110,6 @@ def connection_settings(q: JobQueue) -> pd.DataFrame:
         ),
     ]
     return pd.DataFrame(rows, columns=["setting", "value", "why"]).set_index("setting")
-
-
-@dataclass(frozen=True)
-class EnqueueStep:
-    call: str
-    returned: object
-    jobs_in_table: int
-
-
-def dedupe_demo(folder: str | Path | None = None) -> list[EnqueueStep]:
-    """enqueue twice with one dedupe key (the second returns None and adds nothing), once
-    without a key, then enqueue_many: one transaction for a whole batch."""
-    clock = FakeClock(START)
-    steps: list[EnqueueStep] = []
-    with JobQueue(db_path("dedupe", folder), clock=clock) as q:
-
-        def step(call: str, returned: object) -> None:
-            steps.append(EnqueueStep(call, returned, sum(q.counts().values())))
-
-        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
-        step('enqueue("email", ada, dedupe_key="welcome:ada")', q.enqueue("email", ADA, dedupe_key=KEY))
-        step('enqueue("email", ada)', q.enqueue("email", ADA))
-        batch = [{"to": f"user{n}@example.com"} for n in range(3)]
-        step("enqueue_many(\"email\", [3 payloads])", q.enqueue_many("email", batch))
-    return steps
-
-
-def dedupe_frame(steps: list[EnqueueStep]) -> pd.DataFrame:
-    """The demo's steps as a table; a None result stays None (not NaN)."""
-    return pd.DataFrame([asdict(s) for s in steps], dtype=object)
-
-
-ADA = {"to": "ada@example.com"}
-KEY = "welcome:ada"
 
 
 def trace_frame(trace: list[Snapshot]) -> pd.DataFrame:
@@ -205,17 +182,24 @@ class LeasePlayground:
     worker-a or worker-b, complete as either. Each worker keeps the last Job its
     claim returned, so a stale worker completes with its stale token."""
 
-    def __init__(self, folder: str | Path | None = None, lease_seconds: float = LEASE) -> None:
+    def __init__(
+        self, folder: str | Path | None = None, lease_seconds: float = LEASE, queue_class: type | None = None
+    ) -> None:
         self.folder = folder
         self.lease_seconds = lease_seconds
+        self.queue_class = queue_class or JobQueue
         self.q: JobQueue | None = None
         self.reset()
 
-    def reset(self) -> str:
+    def close(self) -> None:
         if self.q is not None:
-            self.q.close()
+            self.q.db.close()
+            self.q = None
+
+    def reset(self) -> str:
+        self.close()
         self.clock = FakeClock(START)
-        self.q = JobQueue(
+        self.q = self.queue_class(
             db_path("lease_playground", self.folder), lease_seconds=self.lease_seconds, clock=self.clock
         )
         self.q.enqueue("email", {"to": "ada@example.com"})
@@ -279,9 +263,10 @@ class LeasePlayground:
         )
 
 
-def lease_panel(folder: str | Path | None = None):
-    """Buttons that drive a LeasePlayground, and the job's row shown live."""
-    return LeasePanel(LeasePlayground(folder)).widget
+def lease_panel(folder: str | Path | None = None, queue_class: type | None = None):
+    """Buttons that drive a LeasePlayground on `queue_class` (the learner's JobQueue), and
+    the job's row shown live."""
+    return LeasePanel(LeasePlayground(folder, queue_class=queue_class)).widget
 
 
 class LeasePanel:

@@ -34,7 +34,7 @@ def test_timeline_plot_is_labelled(tmp_path):
 def playground(tmp_path):
     p = leases.LeasePlayground(tmp_path)
     yield p
-    p.q.close()
+    p.close()
 
 
 def test_playground_late_token_is_refused(playground):
@@ -70,7 +70,7 @@ def test_panel_buttons_drive_the_playground(tmp_path):
     assert "done" in panel.view.value and "worker-b complete(): True" in panel.view.value
     panel.buttons["reset"].click()
     assert panel.playground.row()["state"] == "queued" and "t=1000" in panel.view.value
-    panel.playground.q.close()
+    panel.playground.close()
 
 
 def test_panel_says_interrupted_when_a_step_is_interrupted(tmp_path):
@@ -83,25 +83,47 @@ def test_panel_says_interrupted_when_a_step_is_interrupted(tmp_path):
     assert "interrupted" in panel.view.value and "queued" in panel.view.value
     panel.buttons["worker-a claims"].click()
     assert "interrupted" not in panel.view.value
-    panel.playground.q.close()
+    panel.playground.close()
 
 
 def test_connection_settings_are_read_back_from_sqlite(tmp_path):
-    from labqueue import JobQueue
+    from labqueue.tutorial.jobqueue import JobQueue
 
-    with JobQueue(tmp_path / "q.db", synchronous="FULL", timeout=12) as q:
+    q = JobQueue(tmp_path / "q.db", synchronous="FULL")
+    try:
         table = leases.connection_settings(q)
+    finally:
+        q.db.close()
     assert table.loc["isolation_level", "value"] == "None"
     assert table.loc["journal_mode", "value"] == "wal"
     assert table.loc["synchronous", "value"] == "FULL"
-    assert table.loc["timeout (s)", "value"] == "12"
+    assert table.loc["timeout (s)", "value"] == "30"
 
 
-def test_dedupe_demo_second_enqueue_with_the_key_adds_nothing(tmp_path):
-    steps = leases.dedupe_demo(tmp_path)
-    assert [(s.returned, s.jobs_in_table) for s in steps] == [(1, 1), (None, 1), (2, 2), (3, 5)]
+def test_the_trace_and_the_playground_run_the_queue_class_they_are_given(tmp_path):
+    from labqueue.tutorial.jobqueue import JobQueue
+
+    class Unfenced(JobQueue):  # a complete() that forgot the token: the late report wins
+        def complete(self, job, effect=None):
+            self.db.execute("UPDATE jobs SET state = 'done' WHERE id = ?", (job.id,))
+            return True
+
+    trace = leases.trace_leases(tmp_path, queue_class=Unfenced)
+    assert [s.result for s in trace[-2:]] == ["True", "True"]
+    p = leases.LeasePlayground(tmp_path, queue_class=Unfenced)
+    try:
+        assert isinstance(p.q, Unfenced)
+    finally:
+        p.close()
 
 
-def test_dedupe_frame_keeps_none(tmp_path):
-    table = leases.dedupe_frame(leases.dedupe_demo(tmp_path))
-    assert table.loc[1, "returned"] is None and list(table.columns) == ["call", "returned", "jobs_in_table"]
+def test_a_claim_that_hands_out_nothing_is_traced_not_raised(tmp_path):
+    from labqueue.tutorial.jobqueue import JobQueue
+
+    class NeverReclaims(JobQueue):
+        def claim(self, worker, *, limit=1):
+            return [] if self.clock() > 1000 else super().claim(worker, limit=limit)
+
+    trace = leases.trace_leases(tmp_path, queue_class=NeverReclaims)
+    after_the_lease = [(s.step, s.result) for s in trace[3:]]
+    assert after_the_lease == [("worker-b claims", "[]"), ("worker-a completes", "True")]
