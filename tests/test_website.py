@@ -11,7 +11,7 @@ from labqueue.website import build
 def test_every_notebook_is_a_page_in_its_part_with_its_time():
     found = build.pages()
     assert len(found) == 18 and [p.name for p in found] == sorted(p.name for p in found)
-    assert {p.part for p in found if p.name < "13"} == {1} and {p.part for p in found if p.name >= "13"} == {
+    assert {p.part for p in found if p.name < "14"} == {1} and {p.part for p in found if p.name >= "14"} == {
         2
     }
     assert all(p.minutes and p.title[:2] == p.name[:2] for p in found)
@@ -41,4 +41,4 @@ def test_the_index_lists_both_parts_in_order():
     text = build.index_text(build.pages())
     part1, part2 = text.index(":caption: Part 1"), text.index(":caption: Part 2")
     assert part1 < part2 < text.index("glossary\n```")
-    assert text.index("12_chaos", part1) < part2 < text.index("13_retention", part2)
+    assert text.index("12_chaos", part1) < part2 < text.index("14_retention", part2)

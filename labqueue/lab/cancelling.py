@@ -1,4 +1,4 @@
-"""Notebook 15, part 1: cancelling a job that is queued or running, and the schema version
+"""Notebook 16, part 1: cancelling a job that is queued or running, and the schema version
 that made room for the new state.
 
 The cancel board runs a few slow jobs with two workers inside the kernel, on a FakeClock that

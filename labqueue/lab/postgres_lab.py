@@ -1,4 +1,4 @@
-"""Notebook 16's lab: the same queue on PostgreSQL, for workers on several machines.
+"""Notebook 17's lab: the same queue on PostgreSQL, for workers on several machines.
 
 A throwaway server (labqueue.postgres.server, or the one LABQUEUE_PG_URL names) listens
 on 127.0.0.1, so the worker processes here connect over TCP as workers on other machines

@@ -1,4 +1,4 @@
-"""Notebook 14: priorities, named queues, and fairness between queues.
+"""Notebook 15: priorities, named queues, and fairness between queues.
 
 - The claim's order (labqueue.sql.CLAIM_ORDER) on a handful of jobs, on a fake clock.
 - The claim's search plans in its three scopes, and its cost with many finished rows of

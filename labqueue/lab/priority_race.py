@@ -1,4 +1,4 @@
-"""Notebook 14: the claim race again, now with priorities and named queues.
+"""Notebook 15: the claim race again, now with priorities and named queues.
 
 Worker processes claim from one queue file full of jobs of mixed priorities and queues,
 each with its own scope (every queue, one queue, several, or taking turns), all released

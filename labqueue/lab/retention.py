@@ -1,4 +1,4 @@
-"""Notebook 13: retention. Finished jobs purged in short windows, and the file's space given back.
+"""Notebook 14: retention. Finished jobs purged in short windows, and the file's space given back.
 
 A producer and a worker run in-process on a FakeClock, a simulated half hour in a few
 seconds of real time: every simulated second the producer enqueues RATE jobs and the

@@ -1,4 +1,4 @@
-"""Notebook 15, part 2: periodic jobs, exactly one per period however many schedulers tick.
+"""Notebook 16, part 2: periodic jobs, exactly one per period however many schedulers tick.
 
 JobQueue.every() keeps no state of its own: each period has one dedupe key, and the first
 INSERT under it wins. The walk shows the rule on a FakeClock; the race runs several

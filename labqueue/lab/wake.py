@@ -1,4 +1,4 @@
-"""Notebook 15, part 3: waking idle workers without polling, measured.
+"""Notebook 16, part 3: waking idle workers without polling, measured.
 
 The measurement is the package's own benchmark, labqueue.bench.wakeup, at a size that fits
 the notebook: for each way of waiting (polling every 50 ms, every 1 s, and wake-up hints

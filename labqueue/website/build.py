@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = ROOT / "docs" / "glossary.md"
 OUT = ROOT / "build" / "site"
-PART_2_FROM = "13"
+PART_2_FROM = "14"
 # The repository the Binder links build when no GitHub remote is known (README's placeholder).
 PLACEHOLDER_REPOSITORY = "OWNER/labqueue"
 GITHUB = re.compile(

@@ -58,7 +58,7 @@ def test_binder_installs_the_project_from_the_checkout() -> None:
 def test_binder_pins_every_notebook_dependency_exactly() -> None:
     project = pyproject()["project"]
     extras = project["optional-dependencies"]
-    # notebook 16 runs the queue on PostgreSQL, so the course needs the postgres extra too
+    # notebook 17 runs the queue on PostgreSQL, so the course needs the postgres extra too
     needed = [Requirement(r) for r in project["dependencies"] + extras["notebooks"] + extras["postgres"]]
     pins = binder_pins()
     for req in needed:

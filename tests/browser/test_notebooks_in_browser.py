@@ -530,7 +530,7 @@ def test_testing_panel_runs_two_chosen_tests(ran_notebook) -> None:
     page.button("Run").click()
     # the new run's line (the notebook's own run was shown after "Last run:")
     result = finished(panel, r"(?m)^(?!Last run)(.+) in [\d.]+ s \(exit code (\d+)\)$", "pytest", 120)
-    # The course environment (Binder's) has the PostgreSQL extra (notebook 16 needs it), so each
+    # The course environment (Binder's) has the PostgreSQL extra (notebook 17 needs it), so each
     # test runs on both backends; where a server cannot be had, its variant is skipped with the reason.
     assert re.fullmatch(r"(2 passed, 2 skipped|4 passed)", result[1]) and result[2] == "0", result[0]
     assert "Last run:" not in panel.inner_text()
@@ -571,14 +571,14 @@ def test_chaos_panel_runs_a_small_chaos(ran_notebook) -> None:
     assert page.problems() == []
 
 
-# --- 16: drains on both backends -------------------------------------------------------------
+# --- 17: drains on both backends -------------------------------------------------------------
 
 POSTGRES_RED = (196, 78, 82)  # the PostgreSQL lines' colour in labqueue.lab.postgres_lab
 
 
-@pytest.mark.drives("16")
+@pytest.mark.drives("17")
 def test_postgres_panel_drains_both_backends(ran_notebook) -> None:
-    page = ran_notebook("16")
+    page = ran_notebook("17")
     panel = page.panel_of("Run")
     panel.scroll_into_view_if_needed()
     chart = panel.locator("img.widget-image")
@@ -591,8 +591,8 @@ def test_postgres_panel_drains_both_backends(ran_notebook) -> None:
     best = r"best: SQLite [\d,]+ jobs/s, PostgreSQL [\d,]+ jobs/s; duplicates 0"
     status = finished(panel, best, "the drains", timeout=120)
     new_picture(chart, src)
-    print(f"16 postgres panel: 500 jobs, 1/2/4 workers: {status[0]}")
-    page.screenshot("16_postgresql-500-jobs", whole=False)
+    print(f"17 postgres panel: 500 jobs, 1/2/4 workers: {status[0]}")
+    page.screenshot("17_postgresql-500-jobs", whole=False)
     assert page.problems() == []
 
 
@@ -730,12 +730,12 @@ def test_the_printed_link_opens_the_first_notebook(browser, lab_server: LabServe
         context.close()
 
 
-# --- 15: cancel a running job on the board ---------------------------------------------------
+# --- 16: cancel a running job on the board ---------------------------------------------------
 
 
-@pytest.mark.drives("15")
+@pytest.mark.drives("16")
 def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
-    page = ran_notebook("15")
+    page = ran_notebook("16")
     panel = page.panel_of("Cancel job")
     panel.scroll_into_view_if_needed()
     assert "t = 10 s" in panel.inner_text()  # the notebook's story, shown until New jobs
@@ -758,17 +758,17 @@ def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
     row = dict(zip(heads, first, strict=True))
     assert (row["job"], row["state"], row["ledger rows"]) == ("1", "cancelled", "0"), row
     assert "heartbeat refused at t=3" in row["what happened"], row
-    print("15 cancel board: job 1 cancelled while running:", row["what happened"])
-    page.screenshot("15_cancel-board", whole=False)
+    print("16 cancel board: job 1 cancelled while running:", row["what happened"])
+    page.screenshot("16_cancel-board", whole=False)
     assert page.problems() == []
 
 
-# --- 14: strict priorities with fewer workers: reports starves ------------------------------
+# --- 15: strict priorities with fewer workers: reports starves ------------------------------
 
 
-@pytest.mark.drives("14")
+@pytest.mark.drives("15")
 def test_fairness_panel_simulates_strict_priorities(ran_notebook) -> None:
-    page = ran_notebook("14")
+    page = ran_notebook("15")
     panel = page.panel_of("simulate")
     panel.scroll_into_view_if_needed()
     chart = panel.locator("img.widget-image").first  # completions over time (the waits follow)
@@ -787,17 +787,17 @@ def test_fairness_panel_simulates_strict_priorities(ran_notebook) -> None:
     assert status[0].endswith("reports 0"), status[0]  # the priority-5 flood alone outruns 3 workers
     assert "fair" not in " ".join(r.get("mode", "") for r in table_rows(panel.locator("table")))
     new_picture(chart, src)
-    print(f"14 fairness panel: strict, 3 workers: {status[0]}")
-    page.screenshot("14_priorities-strict-3-workers", whole=False)
+    print(f"15 fairness panel: strict, 3 workers: {status[0]}")
+    page.screenshot("15_priorities-strict-3-workers", whole=False)
     assert page.problems() == []
 
 
-# --- 13: a shorter retention, a smaller batch -----------------------------------------------
+# --- 14: a shorter retention, a smaller batch -----------------------------------------------
 
 
-@pytest.mark.drives("13")
+@pytest.mark.drives("14")
 def test_retention_panel_reruns_a_shorter_retention(ran_notebook) -> None:
-    page = ran_notebook("13")
+    page = ran_notebook("14")
     panel = page.panel_of("Run")
     panel.scroll_into_view_if_needed()
     chart = panel.locator("img.widget-image")
@@ -817,6 +817,6 @@ def test_retention_panel_reruns_a_shorter_retention(ran_notebook) -> None:
     rows = table_rows(panel.locator("table"))
     assert [r["run"] for r in rows] == ["no retention", "retention 120 s, batch 100"], rows
     new_picture(chart, src)
-    print(f"13 retention panel: retention 300 -> 120 s, batch 1,000 -> 100: {status[0]}")
-    page.screenshot("13_retention-120-s-batch-100", whole=False)
+    print(f"14 retention panel: retention 300 -> 120 s, batch 1,000 -> 100: {status[0]}")
+    page.screenshot("14_retention-120-s-batch-100", whole=False)
     assert page.problems() == []

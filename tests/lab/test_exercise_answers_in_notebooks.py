@@ -1,4 +1,4 @@
-"""The worked answers folded into notebooks 08-12 and 16 pass their checkers, and the starting
+"""The worked answers folded into notebooks 08-12 and 14-17 pass their checkers, and the starting
 points the notebooks ship with do not: the answers a learner reveals cannot rot.
 
 Each "Your turn" in a notebook is one or more code cells with the starting point, a code
@@ -21,10 +21,10 @@ OWN = [
     "10_ops",
     "11_testing",
     "12_chaos",
-    "13_retention",
-    "14_priorities_and_fairness",
-    "15_cancel_schedule_wake",
-    "16_postgresql",
+    "14_retention",
+    "15_priorities_and_fairness",
+    "16_cancel_schedule_wake",
+    "17_postgresql",
 ]
 ANSWER_BLOCK = re.compile(r"<summary>Answer</summary>.*?```python\n(.*?)```", re.S)
 

@@ -1,4 +1,4 @@
-"""Notebook 16's lab: the server it starts, the race, the drains, the clocks, the plot and the panel.
+"""Notebook 17's lab: the server it starts, the race, the drains, the clocks, the plot and the panel.
 Small sizes; nothing here asserts a speed."""
 
 from __future__ import annotations

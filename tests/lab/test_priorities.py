@@ -1,4 +1,4 @@
-"""Notebook 14's lab: the claim's order, its plans and cost with priorities, the overload
+"""Notebook 15's lab: the claim's order, its plans and cost with priorities, the overload
 simulation (strict priorities against fair turns), the race with priorities, and the
 exercises (checked here as tests/lab/test_exercises.py checks notebooks 01-12's)."""
 
@@ -9,7 +9,7 @@ import pytest
 from labqueue import InvalidArgument
 from labqueue.lab import priorities as P
 from labqueue.lab import priority_race
-from labqueue.lab.exercises import Verdict, nb14
+from labqueue.lab.exercises import Verdict, nb15
 
 
 def test_order_walk_takes_priority_first_then_the_tutorials_order(tmp_path, capsys):
@@ -131,27 +131,27 @@ def test_inversions_are_counted_per_racer_and_queue():
 
 CASES = [
     pytest.param(name, what, kwargs, id=f"{name}-{what}")
-    for name in nb14.CHECKERS
+    for name in nb15.CHECKERS
     for what, kwargs in [
-        ("answer", nb14.ANSWERS[name]),
-        ("starter", nb14.STARTERS[name]),
-        *((f"wrong {i}", wrong) for i, wrong in enumerate(nb14.WRONG[name])),
-        ("nonsense", dict.fromkeys(nb14.STARTERS[name])),
+        ("answer", nb15.ANSWERS[name]),
+        ("starter", nb15.STARTERS[name]),
+        *((f"wrong {i}", wrong) for i, wrong in enumerate(nb15.WRONG[name])),
+        ("nonsense", dict.fromkeys(nb15.STARTERS[name])),
     ]
 ]
 
 
 @pytest.mark.parametrize(("name", "what", "kwargs"), CASES)
 def test_checker_accepts_only_the_answer(name, what, kwargs):
-    verdict = nb14.CHECKERS[name](**kwargs)
+    verdict = nb15.CHECKERS[name](**kwargs)
     assert isinstance(verdict, Verdict) and verdict.message
     assert verdict.passed == (what == "answer"), str(verdict)
 
 
 def test_every_exercise_has_a_starter_an_answer_and_a_wrong_version():
-    assert set(nb14.CHECKERS) == set(nb14.STARTERS) == set(nb14.ANSWERS) == set(nb14.WRONG)
-    assert all(nb14.WRONG[name] for name in nb14.CHECKERS)
+    assert set(nb15.CHECKERS) == set(nb15.STARTERS) == set(nb15.ANSWERS) == set(nb15.WRONG)
+    assert all(nb15.WRONG[name] for name in nb15.CHECKERS)
 
 
 def test_sql_that_does_not_run_is_not_yet():
-    assert "did not run" in nb14.check_claim_order("no_such_column DESC").message
+    assert "did not run" in nb15.check_claim_order("no_such_column DESC").message

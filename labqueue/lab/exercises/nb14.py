@@ -1,159 +1,184 @@
-"""Notebook 14's exercises.
+"""Notebook 14's exercise: write the WHERE clause of the purge.
 
-1. ``check_claim_order``: write the claim's ORDER BY. The checker puts it into the claim
-   statement in place of labqueue.sql.CLAIM_ORDER and claims, one job at a time, from a
-   small queue on a fake clock (priorities, a delayed job, a retried job, ties), comparing
-   the order with the package's; then it reads the plan: the order must come from the
-   index jobs_ready, not from sorting every ready row.
-2. ``check_weights``: choose the weights of the fair turns, written as ``labqueue worker
-   --queues`` takes them, so that under a flood in every queue reports gets at least 40 %
-   of the completions, mail at least 30 % and webhooks at least 15 %. The checker runs
-   notebook 14's simulation with them.
+``check_purge_where`` builds a small queue with the real package on a fake clock: 42
+jobs in every state, some finished long ago and some a moment ago. It then walks the
+table the way ``JobQueue.purge`` does, in windows of ``BATCH`` ids, one write
+transaction each, running ``DELETE FROM jobs`` + your WHERE clause with the parameters
+``:after`` (the window starts after this id), ``:batch`` (ids per window), ``:before``
+(the cut-off: finished at or before it) and ``:states`` (a JSON array, ``["done"]``).
+
+It passes when every done job that finished before the cut-off is gone, every other job
+is still there, each DELETE removed rows from its own window only, and SQLite's plan for
+your statement reads only that window (a search on the rowid bounded on both sides),
+whatever the size of the table.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import tempfile
 from pathlib import Path
 
-from ... import sql
 from ...clock import FakeClock
-from ...errors import InvalidArgument
-from ...queue import JobQueue, new_token
-from ..claim_index import plan
-from ..priorities import simulate, subselect
+from ...queue import JobQueue
 from . import Verdict, not_yet, passed
 
-# -- 1. the claim's ORDER BY ---------------------------------------------------------------
+T0 = 100_000.0  # when the old jobs finished
+RECENT = T0 + 3000  # when the recent ones finished, and "now"
+BEFORE = T0 + 1000  # the cut-off
+BATCH = 7  # ids per window: six windows over 42 jobs
 
-STARTER_ORDER = "visible_at, id"  # the tutorial's order: no priorities yet
-ANSWER_ORDER = "priority DESC, visible_at, id"
-LEASE = 30.0
+# One letter per job, id 1 first: D done long ago (must go), d done a moment ago, X dead
+# long ago, C cancelled long ago, R running, Q queued (scheduled for later). Every 7th id
+# (the last of each window) is an old done job, except the newest.
+FATES = "DDXDRQD" + "DdDCDQD" + "RDDXdDD" + "DQDDRDD" + "XDdDDCD" + "DDQRDdQ"
+WHAT = {
+    "D": "done long ago",
+    "d": "done a moment ago",
+    "X": "dead",
+    "C": "cancelled",
+    "R": "running",
+    "Q": "queued",
+}
+
+# The plan of a DELETE that reads one window of ids, bounded on both sides.
+WINDOW_PLAN = "INTEGER PRIMARY KEY (rowid>? AND rowid<?)"
+IDS = "SELECT id FROM jobs"
+
+STARTER = """
+ WHERE id > :after AND id <= :after + :batch
+"""
+ANSWER = """
+ WHERE id > :after AND id <= :after + :batch
+   AND state = 'done'
+   AND finished_at <= :before
+"""
 
 
-def _scenario(q: JobQueue, clock: FakeClock) -> None:
-    """Eight jobs: four priorities (one below the default), ties within a priority, a delayed
-    job that is ready by the time the claims start, and a job that failed once, whose retry
-    is ready later than a younger job of its priority."""
-    q.enqueue("a", {"n": 1})  # t=0, priority 0
-    q.enqueue("b", {"n": 2}, priority=5)  # t=0
-    q.enqueue("c", {"n": 3}, priority=5, delay=4)  # ready at t=4
-    clock.advance(1)
-    q.enqueue("d", {"n": 4}, priority=10)  # t=1
-    q.enqueue("e", {"n": 5})  # t=1, priority 0
-    q.enqueue("f", {"n": 6}, priority=5)  # t=1
-    (first,) = q.claim("w0")  # job 4, the highest priority
-    q.fail(first, "TimeoutError: upstream", retry=True)  # ready again at t=2 (the rng is pinned to 1)
-    clock.advance(0.5)
-    q.enqueue("g", {"n": 7}, priority=10)  # t=1.5: ready before job 4's retry
-    q.enqueue("h", {"n": 8}, priority=-3)  # t=1.5, below the default
-    clock.now = 10.0
+def prepare(path: Path) -> None:
+    """The exercise's queue: one job per letter of FATES, made with the real queue."""
+    clock = FakeClock(T0)
+    later = []
+    with JobQueue(path, clock=clock, lease_seconds=1e6, max_attempts=1, wake=False) as q:
+        for n, fate in enumerate(FATES, 1):
+            payload = {"n": n}
+            if fate == "Q":
+                q.enqueue("report", payload, delay=1e6)  # not ready: only the newest job is claimable
+                continue
+            job_id = q.enqueue("email", payload)
+            if fate == "C":
+                q.cancel(job_id)
+                continue
+            (job,) = q.claim("w1")
+            assert job.id == job_id == n
+            if fate == "D":
+                q.complete(job)
+            elif fate == "X":
+                q.fail(job, "ValueError: no such mailbox", retry=False)
+            elif fate == "d":
+                later.append(job)
+        clock.now = RECENT
+        for job in later:
+            q.complete(job)
 
 
-def claim_order(order_by: str, folder: str | Path | None = None) -> tuple[list[int], str]:
-    """The ids the claim takes one at a time with `order_by` as its ORDER BY, and the plan of
-    its search. Raises sqlite3 errors for SQL that does not run."""
-    statement = sql.CLAIM.replace(sql.CLAIM_ORDER, order_by)
+def _params(after: int) -> dict[str, object]:
+    return {"after": after, "batch": BATCH, "before": BEFORE, "states": json.dumps(["done"])}
+
+
+def _ids(db: sqlite3.Connection) -> set[int]:
+    return {row[0] for row in db.execute(IDS)}
+
+
+def _describe(job_id: int) -> str:
+    return f"job {job_id} ({WHAT[FATES[job_id - 1]]})"
+
+
+def _walk(db: sqlite3.Connection, statement: str) -> Verdict | None:
+    """Run the statement window by window, one write transaction each, as purge() does."""
+    for after in range(0, len(FATES), BATCH):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            before = _ids(db)
+            db.execute(statement, _params(after))
+            removed = before - _ids(db)
+        finally:
+            db.execute("COMMIT")
+        outside = sorted(i for i in removed if not after < i <= after + BATCH)
+        if outside:
+            return not_yet(
+                f"the window after id {after} (ids {after + 1} to {after + BATCH}) also removed "
+                f"{', '.join(_describe(i) for i in outside)}: each DELETE must stay inside its window"
+            )
+    return None
+
+
+def check_purge_where(where: object) -> Verdict:
+    """Runs "DELETE FROM jobs" + `where` window by window over the prepared queue. Passes
+    when exactly the done jobs finished before :before are gone, each DELETE removed rows
+    of its own window only, and its plan is a search on the rowid bounded on both sides."""
+    if not isinstance(where, str) or "where" not in where.lower():
+        return not_yet(f"write a WHERE clause as a string, starting with WHERE; got {where!r}")
+    statement = "DELETE FROM jobs\n" + where.strip()
     with tempfile.TemporaryDirectory(prefix="nb14_") as scratch:
-        clock = FakeClock(0.0)
-        path = Path(folder or scratch) / "claim_order.db"
-        with JobQueue(path, clock=clock, lease_seconds=LEASE, rng=lambda: 1.0, wake=False) as q:
-            _scenario(q, clock)
-            search_plan = plan(q.db, subselect(statement))
-            taken = []
-            while True:
-                params = {
-                    "now": clock.now,
-                    "lease_end": clock.now + LEASE,
-                    "token": new_token(),
-                    "worker": "w1",
-                    "limit": 1,
-                }
-                rows = q.db.execute(statement, params).fetchall()
-                if not rows:
-                    break
-                taken.append(rows[0]["id"])
-                if len(taken) > 20:
-                    break
-    return taken, search_plan
-
-
-def check_claim_order(order_by: object) -> Verdict:
-    """Passes when `order_by` claims the jobs in the package's order (highest priority first,
-    then the oldest visible_at, then the lowest id) and SQLite reads that order off the index."""
-    if not isinstance(order_by, str) or not order_by.strip():
+        path = Path(scratch) / "purge.db"
+        prepare(path)
+        db = sqlite3.connect(str(path), isolation_level=None)
+        try:
+            try:
+                plan = " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + statement, _params(0)))
+            except (sqlite3.Error, ValueError) as exc:
+                return not_yet(f"SQLite cannot run {statement!r}: {type(exc).__name__}: {exc}")
+            if WINDOW_PLAN not in plan:
+                return not_yet(
+                    f"SQLite's plan for your DELETE is {plan!r}: it reads more than one window of ids "
+                    "while holding the write lock. Bound id on both sides with :after and :batch."
+                )
+            try:
+                outside = _walk(db, statement)
+            except sqlite3.Error as exc:
+                return not_yet(f"SQLite refused your DELETE: {type(exc).__name__}: {exc}")
+            if outside is not None:
+                return outside
+            left = _ids(db)
+        finally:
+            db.close()
+    everyone = set(range(1, len(FATES) + 1))
+    wrongly = sorted(i for i in everyone - left if FATES[i - 1] != "D")
+    if wrongly:
         return not_yet(
-            f"order_by must be the text after ORDER BY, such as 'visible_at, id'; got {order_by!r}"
+            f"your purge removed {', '.join(_describe(i) for i in wrongly)}: only done jobs finished "
+            "at or before :before may go"
         )
-    if ";" in order_by or "--" in order_by:
-        return not_yet("write only the ORDER BY terms: no ';' and no comments")
-    try:
-        got, got_plan = claim_order(order_by)
-    except Exception as exc:  # the learner's SQL: report it, never raise
-        return not_yet(f"ORDER BY {order_by} did not run: {type(exc).__name__}: {exc}")
-    want, _ = claim_order(sql.CLAIM_ORDER)
-    if got != want:
-        first = next(i for i, (a, b) in enumerate(zip(got, want + [None] * len(got), strict=False)) if a != b)
+    missed = sorted(i for i in left if FATES[i - 1] == "D")
+    if missed:
         return not_yet(
-            f"ORDER BY {order_by} claims jobs {got}; the claim must take {want}. They part at claim "
-            f"{first + 1}: job {got[first]} instead of job {want[first]}. Which job does a worker want "
-            "first, and among jobs of one priority, which has waited longest?"
+            f"{', '.join(_describe(i) for i in missed)} {'is' if len(missed) == 1 else 'are'} still there: "
+            "together the windows "
+            "(:after, :after + :batch] must cover every id"
         )
-    if "TEMP B-TREE" in got_plan:
-        return not_yet(
-            f"the order is right, but the plan is '{got_plan}': SQLite sorts every ready row for each "
-            "claim. Write the terms exactly as the index jobs_ready lists its columns."
-        )
+    gone = FATES.count("D")
     return passed(
-        f"ORDER BY {order_by} takes {want}: priority 10 first (job 7 before job 4, whose retry was "
-        "ready later), then priority 5 by the time each was ready (the delayed job 3 after job 6), "
-        f"then 0, then -3. The plan is '{got_plan}': the index delivers the order, no sort."
+        f"the {gone} done jobs that finished before the cut-off are gone and the other "
+        f"{len(FATES) - gone} jobs are all still there (dead, cancelled, running, queued and recently done); "
+        f"each of the {-(-len(FATES) // BATCH)} DELETEs read only its own {BATCH} ids ({plan})."
     )
 
 
-# -- 2. weights for the fair turns -----------------------------------------------------------
-
-MIX = "everyone floods"
-TARGETS = {"reports": 0.40, "mail": 0.30, "webhooks": 0.15}
-STARTER_QUEUES = "mail,webhooks,reports"
-ANSWER_QUEUES = "mail:3,webhooks:2,reports:4"
-
-
-def check_weights(queues: object) -> Verdict:
-    """Passes when fair turns with these `queues` (``--queues`` syntax, e.g. "mail:2,reports")
-    give every queue at least its TARGETS share of the completions under the MIX flood."""
-    if not isinstance(queues, str) or not queues.strip():
-        return not_yet(
-            f"write queues as --queues takes them, such as 'mail:2,webhooks,reports'; got {queues!r}"
-        )
-    try:
-        run = simulate(MIX, fair=True, queues=queues, duration_s=60.0)
-    except InvalidArgument as exc:
-        return not_yet(f"{queues!r}: {exc}")
-    shares = run.shares()
-    said = ", ".join(f"{q} {shares[q]:.0%}" for q in TARGETS)
-    short = [q for q, target in TARGETS.items() if shares[q] < target]
-    if short:
-        wants = ", ".join(f"{q} at least {TARGETS[q]:.0%}" for q in short)
-        return not_yet(f"with {queues!r} the completions split {said}; the goal is {wants}")
-    return passed(
-        f"with {queues!r} the completions split {said}. Every queue is flooded, so each gets its "
-        "weight divided by the sum of the weights."
-    )
-
-
-CHECKERS = {"claim_order": check_claim_order, "weights": check_weights}
-STARTERS = {"claim_order": {"order_by": STARTER_ORDER}, "weights": {"queues": STARTER_QUEUES}}
-ANSWERS = {"claim_order": {"order_by": ANSWER_ORDER}, "weights": {"queues": ANSWER_QUEUES}}
+CHECKERS = {"purge_where": check_purge_where}
+STARTERS = {"purge_where": {"where": STARTER}}
+ANSWERS = {"purge_where": {"where": ANSWER}}
 WRONG = {
-    "claim_order": [
-        {"order_by": "priority, visible_at, id"},  # the lowest priority first
-        {"order_by": "priority DESC, id"},  # a retry keeps its old place
-        {"order_by": "-priority, visible_at, id"},  # the right order, but sorted for every claim
-    ],
-    "weights": [
-        {"queues": "mail,webhooks,reports:9"},  # reports gets its share, mail does not
-        {"queues": "mail:3,reports:4"},  # webhooks is not served at all
-        {"queues": "mail:3,webhooks:0,reports:4"},  # a weight must be at least 1
-    ],
+    "purge_where": [
+        # the right rows, but one statement over the whole table: the lock for as long as it takes
+        {"where": "WHERE state = 'done' AND finished_at <= :before"},
+        # forgets the state: dead and cancelled jobs go too
+        {"where": "WHERE id > :after AND id <= :after + :batch AND finished_at <= :before"},
+        # off by one: the last id of every window is never looked at
+        {"where": "WHERE id > :after AND id < :after + :batch AND state = 'done' AND finished_at <= :before"},
+        # forgets the age: jobs done a moment ago go too
+        {"where": "WHERE id > :after AND id <= :after + :batch AND state = 'done'"},
+        {"where": "WHERE id > :after"},
+    ]
 }

@@ -1,155 +1,159 @@
-"""Notebook 15's exercise: write the dedupe key that makes a schedule run once per period.
+"""Notebook 15's exercises.
 
-``check_period_key`` races four scheduler threads, each with its own connection to one queue
-file and its own fake clock, against your ``period_key(name, seconds, now)``. Two schedules
-("report" and "cleanup", both every 60 s) tick twice per scheduler in every period, at
-scattered moments, except for three periods when every scheduler is down. Each tick enqueues
-with ``dedupe_key=period_key(...)``. It passes when every period with a tick got exactly one
-job of each schedule.
+1. ``check_claim_order``: write the claim's ORDER BY. The checker puts it into the claim
+   statement in place of labqueue.sql.CLAIM_ORDER and claims, one job at a time, from a
+   small queue on a fake clock (priorities, a delayed job, a retried job, ties), comparing
+   the order with the package's; then it reads the plan: the order must come from the
+   index jobs_ready, not from sorting every ready row.
+2. ``check_weights``: choose the weights of the fair turns, written as ``labqueue worker
+   --queues`` takes them, so that under a flood in every queue reports gets at least 40 %
+   of the completions, mail at least 30 % and webhooks at least 15 %. The checker runs
+   notebook 15's simulation with them.
 """
 
 from __future__ import annotations
 
-import math
-import random
 import tempfile
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
+from ... import sql
 from ...clock import FakeClock
-from ...queue import JobQueue, period_start
+from ...errors import InvalidArgument
+from ...queue import JobQueue, new_token
+from ..claim_index import plan
+from ..priorities import simulate, subselect
 from . import Verdict, not_yet, passed
 
-PeriodKey = Callable[[str, float, float], str]
+# -- 1. the claim's ORDER BY ---------------------------------------------------------------
 
-SCHEDULERS = 4
-SECONDS = 60.0
-SCHEDULES = ("report", "cleanup")
-FIRST_PERIOD = 6000.0  # a multiple of SECONDS
-PERIODS = 10
-DOWN = (4, 5, 6)  # periods in which every scheduler is down
-TICKS_PER_PERIOD = 2
+STARTER_ORDER = "visible_at, id"  # the tutorial's order: no priorities yet
+ANSWER_ORDER = "priority DESC, visible_at, id"
+LEASE = 30.0
 
 
-def starter_period_key(name: str, seconds: float, now: float) -> str:
-    return f"every:{name}:{now}"  # every tick is a key of its own
+def _scenario(q: JobQueue, clock: FakeClock) -> None:
+    """Eight jobs: four priorities (one below the default), ties within a priority, a delayed
+    job that is ready by the time the claims start, and a job that failed once, whose retry
+    is ready later than a younger job of its priority."""
+    q.enqueue("a", {"n": 1})  # t=0, priority 0
+    q.enqueue("b", {"n": 2}, priority=5)  # t=0
+    q.enqueue("c", {"n": 3}, priority=5, delay=4)  # ready at t=4
+    clock.advance(1)
+    q.enqueue("d", {"n": 4}, priority=10)  # t=1
+    q.enqueue("e", {"n": 5})  # t=1, priority 0
+    q.enqueue("f", {"n": 6}, priority=5)  # t=1
+    (first,) = q.claim("w0")  # job 4, the highest priority
+    q.fail(first, "TimeoutError: upstream", retry=True)  # ready again at t=2 (the rng is pinned to 1)
+    clock.advance(0.5)
+    q.enqueue("g", {"n": 7}, priority=10)  # t=1.5: ready before job 4's retry
+    q.enqueue("h", {"n": 8}, priority=-3)  # t=1.5, below the default
+    clock.now = 10.0
 
 
-def answer_period_key(name: str, seconds: float, now: float) -> str:
-    return f"every:{name}:{math.floor(now / seconds) * seconds}"
-
-
-def wrong_period_key_no_name(name: str, seconds: float, now: float) -> str:
-    return f"every:{math.floor(now / seconds) * seconds}"
-
-
-def wrong_period_key_rounded(name: str, seconds: float, now: float) -> str:
-    return f"every:{name}:{round(now / seconds) * seconds}"
-
-
-def wrong_period_key_no_period(name: str, seconds: float, now: float) -> str:
-    return f"every:{name}"
-
-
-def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[tuple[str, float, str, int | None]]:
-    """The race: returns every tick as (schedule, time, key, new job id or None). Raises
-    what the learner's function raised (the first such error), or TypeError for a key
-    that is not text."""
-    ticks: list[tuple[str, float, str, int | None]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    gate = threading.Barrier(SCHEDULERS)
+def claim_order(order_by: str, folder: str | Path | None = None) -> tuple[list[int], str]:
+    """The ids the claim takes one at a time with `order_by` as its ORDER BY, and the plan of
+    its search. Raises sqlite3 errors for SQL that does not run."""
+    statement = sql.CLAIM.replace(sql.CLAIM_ORDER, order_by)
     with tempfile.TemporaryDirectory(prefix="nb15_") as scratch:
-        path = Path(folder or scratch) / "period_key.db"
-        JobQueue(path, wake=False).close()
-
-        def scheduler(index: int) -> None:
-            rng = random.Random(150 + index)
-            clock = FakeClock(FIRST_PERIOD)
-            with JobQueue(path, clock=clock, wake=False) as q:
-                for period in range(PERIODS):
-                    gate.wait()  # all schedulers tick in the same period at the same time
-                    if period in DOWN or errors:
-                        continue
-                    moments = sorted(rng.uniform(0, SECONDS) for _ in range(TICKS_PER_PERIOD))
-                    for offset, name in ((o, n) for o in moments for n in SCHEDULES):
-                        clock.now = FIRST_PERIOD + period * SECONDS + offset
-                        try:
-                            key = period_key(name, SECONDS, clock.now)
-                            if not isinstance(key, str):
-                                raise TypeError(f"it returned {key!r}, not a string")
-                            job_id = q.enqueue(name, None, dedupe_key=key)
-                        except Exception as exc:  # the others still pass every barrier
-                            errors.append(exc)
-                            break
-                        with lock:
-                            ticks.append((name, clock.now, key, job_id))
-
-        def guarded(index: int) -> None:
-            try:
-                scheduler(index)
-            except threading.BrokenBarrierError:
-                pass
-            except BaseException as exc:
-                errors.append(exc)
-                gate.abort()
-
-        threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(SCHEDULERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    if errors:
-        raise errors[0]
-    return ticks
+        clock = FakeClock(0.0)
+        path = Path(folder or scratch) / "claim_order.db"
+        with JobQueue(path, clock=clock, lease_seconds=LEASE, rng=lambda: 1.0, wake=False) as q:
+            _scenario(q, clock)
+            search_plan = plan(q.db, subselect(statement))
+            taken = []
+            while True:
+                params = {
+                    "now": clock.now,
+                    "lease_end": clock.now + LEASE,
+                    "token": new_token(),
+                    "worker": "w1",
+                    "limit": 1,
+                }
+                rows = q.db.execute(statement, params).fetchall()
+                if not rows:
+                    break
+                taken.append(rows[0]["id"])
+                if len(taken) > 20:
+                    break
+    return taken, search_plan
 
 
-def check_period_key(period_key: object) -> Verdict:
-    """Passes when `period_key(name, seconds, now)` gives every tick of one schedule in one
-    period the same key, and a different key to any other period or schedule."""
-    if not callable(period_key):
-        return not_yet(f"period_key must be a function period_key(name, seconds, now), got {period_key!r}")
+def check_claim_order(order_by: object) -> Verdict:
+    """Passes when `order_by` claims the jobs in the package's order (highest priority first,
+    then the oldest visible_at, then the lowest id) and SQLite reads that order off the index."""
+    if not isinstance(order_by, str) or not order_by.strip():
+        return not_yet(
+            f"order_by must be the text after ORDER BY, such as 'visible_at, id'; got {order_by!r}"
+        )
+    if ";" in order_by or "--" in order_by:
+        return not_yet("write only the ORDER BY terms: no ';' and no comments")
     try:
-        ticks = race(period_key)
-    except Exception as exc:
-        return not_yet(f"period_key raised {type(exc).__name__}: {exc}")
-    for name in SCHEDULES:
-        for period in range(PERIODS):
-            if period in DOWN:
-                continue
-            start = FIRST_PERIOD + period * SECONDS
-            mine = [t for t in ticks if t[0] == name and period_start(t[1], SECONDS) == start]
-            created = [t for t in mine if t[3] is not None]
-            where = f"{name!r}, period starting at t={start:g}"
-            if len(created) > 1:
-                keys = sorted({t[2] for t in created})
-                shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
-                return not_yet(
-                    f"{where}: {len(created)} jobs from {len(mine)} ticks, under the keys {shown}. "
-                    "Every tick in one period must make the same key."
-                )
-            if not created:
-                key = mine[0][2]
-                return not_yet(
-                    f"{where}: no job at all. Its ticks made the key {key!r}, which an earlier "
-                    "period or the other schedule had already used."
-                )
-    ran = PERIODS - len(DOWN)
+        got, got_plan = claim_order(order_by)
+    except Exception as exc:  # the learner's SQL: report it, never raise
+        return not_yet(f"ORDER BY {order_by} did not run: {type(exc).__name__}: {exc}")
+    want, _ = claim_order(sql.CLAIM_ORDER)
+    if got != want:
+        first = next(i for i, (a, b) in enumerate(zip(got, want + [None] * len(got), strict=False)) if a != b)
+        return not_yet(
+            f"ORDER BY {order_by} claims jobs {got}; the claim must take {want}. They part at claim "
+            f"{first + 1}: job {got[first]} instead of job {want[first]}. Which job does a worker want "
+            "first, and among jobs of one priority, which has waited longest?"
+        )
+    if "TEMP B-TREE" in got_plan:
+        return not_yet(
+            f"the order is right, but the plan is '{got_plan}': SQLite sorts every ready row for each "
+            "claim. Write the terms exactly as the index jobs_ready lists its columns."
+        )
     return passed(
-        f"{len(ticks)} ticks from {SCHEDULERS} racing schedulers made exactly one job per schedule "
-        f"in each of the {ran} periods they were up, and none in the {len(DOWN)} periods they were down: "
-        "the period's start is the key."
+        f"ORDER BY {order_by} takes {want}: priority 10 first (job 7 before job 4, whose retry was "
+        "ready later), then priority 5 by the time each was ready (the delayed job 3 after job 6), "
+        f"then 0, then -3. The plan is '{got_plan}': the index delivers the order, no sort."
     )
 
 
-CHECKERS = {"period_key": check_period_key}
-STARTERS = {"period_key": {"period_key": starter_period_key}}
-ANSWERS = {"period_key": {"period_key": answer_period_key}}
+# -- 2. weights for the fair turns -----------------------------------------------------------
+
+MIX = "everyone floods"
+TARGETS = {"reports": 0.40, "mail": 0.30, "webhooks": 0.15}
+STARTER_QUEUES = "mail,webhooks,reports"
+ANSWER_QUEUES = "mail:3,webhooks:2,reports:4"
+
+
+def check_weights(queues: object) -> Verdict:
+    """Passes when fair turns with these `queues` (``--queues`` syntax, e.g. "mail:2,reports")
+    give every queue at least its TARGETS share of the completions under the MIX flood."""
+    if not isinstance(queues, str) or not queues.strip():
+        return not_yet(
+            f"write queues as --queues takes them, such as 'mail:2,webhooks,reports'; got {queues!r}"
+        )
+    try:
+        run = simulate(MIX, fair=True, queues=queues, duration_s=60.0)
+    except InvalidArgument as exc:
+        return not_yet(f"{queues!r}: {exc}")
+    shares = run.shares()
+    said = ", ".join(f"{q} {shares[q]:.0%}" for q in TARGETS)
+    short = [q for q, target in TARGETS.items() if shares[q] < target]
+    if short:
+        wants = ", ".join(f"{q} at least {TARGETS[q]:.0%}" for q in short)
+        return not_yet(f"with {queues!r} the completions split {said}; the goal is {wants}")
+    return passed(
+        f"with {queues!r} the completions split {said}. Every queue is flooded, so each gets its "
+        "weight divided by the sum of the weights."
+    )
+
+
+CHECKERS = {"claim_order": check_claim_order, "weights": check_weights}
+STARTERS = {"claim_order": {"order_by": STARTER_ORDER}, "weights": {"queues": STARTER_QUEUES}}
+ANSWERS = {"claim_order": {"order_by": ANSWER_ORDER}, "weights": {"queues": ANSWER_QUEUES}}
 WRONG = {
-    "period_key": [
-        {"period_key": wrong_period_key_no_name},
-        {"period_key": wrong_period_key_rounded},
-        {"period_key": wrong_period_key_no_period},
-    ]
+    "claim_order": [
+        {"order_by": "priority, visible_at, id"},  # the lowest priority first
+        {"order_by": "priority DESC, id"},  # a retry keeps its old place
+        {"order_by": "-priority, visible_at, id"},  # the right order, but sorted for every claim
+    ],
+    "weights": [
+        {"queues": "mail,webhooks,reports:9"},  # reports gets its share, mail does not
+        {"queues": "mail:3,reports:4"},  # webhooks is not served at all
+        {"queues": "mail:3,webhooks:0,reports:4"},  # a weight must be at least 1
+    ],
 }

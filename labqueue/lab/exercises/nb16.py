@@ -1,139 +1,155 @@
-"""Notebook 16's exercise: choose the claim's locking clause on PostgreSQL.
+"""Notebook 16's exercise: write the dedupe key that makes a schedule run once per period.
 
-The learner fills in the clause that ends the claim's inner SELECT (nothing, FOR UPDATE,
-FOR UPDATE NOWAIT, FOR UPDATE SKIP LOCKED ...). The checker plays the moment that
-matters, with two real connections to a real server: worker A has claimed job 1 and not
-yet committed; worker B claims now. It watches B's session in pg_stat_activity to see
-whether B waits for A's row lock, then lets A commit, and reads what B got.
+``check_period_key`` races four scheduler threads, each with its own connection to one queue
+file and its own fake clock, against your ``period_key(name, seconds, now)``. Two schedules
+("report" and "cleanup", both every 60 s) tick twice per scheduler in every period, at
+scattered moments, except for three periods when every scheduler is down. Each tick enqueues
+with ``dedupe_key=period_key(...)``. It passes when every period with a tick got exactly one
+job of each schedule.
 """
 
 from __future__ import annotations
 
-import re
+import math
+import random
+import tempfile
 import threading
-import time
-import uuid
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
+from ...clock import FakeClock
+from ...queue import JobQueue, period_start
 from . import Verdict, not_yet, passed
 
-# Only a locking clause may go in: this is the learner's own SQL, but nothing else.
-CLAUSE = re.compile(r"(FOR (UPDATE|NO KEY UPDATE|SHARE|KEY SHARE)( NOWAIT| SKIP LOCKED)?)?")
-TABLE = """
-CREATE TABLE jobs (id BIGINT PRIMARY KEY, state TEXT NOT NULL DEFAULT 'queued', worker TEXT);
-INSERT INTO jobs (id) VALUES (1), (2), (3);
-"""
-# Notebook 01's atomic claim, in PostgreSQL's dialect, with the learner's clause.
-CLAIM = """
-UPDATE jobs SET state = 'running', worker = %(worker)s
- WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1{locking})
-RETURNING id
-"""
-WAITING = "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %(pid)s"
-WAIT_LIMIT_SECONDS = 10.0
+PeriodKey = Callable[[str, float, float], str]
+
+SCHEDULERS = 4
+SECONDS = 60.0
+SCHEDULES = ("report", "cleanup")
+FIRST_PERIOD = 6000.0  # a multiple of SECONDS
+PERIODS = 10
+DOWN = (4, 5, 6)  # periods in which every scheduler is down
+TICKS_PER_PERIOD = 2
 
 
-def claim_statement(locking: str) -> str:
-    """The claim with this locking clause at the end of its inner SELECT."""
-    return CLAIM.format(locking=f" {locking.strip()}" if locking.strip() else "")
+def starter_period_key(name: str, seconds: float, now: float) -> str:
+    return f"every:{name}:{now}"  # every tick is a key of its own
 
 
-def two_claims(url: str, locking: str) -> dict[str, Any]:
-    """A claims and holds its transaction open; B claims. Returns what A and B got,
-    whether B waited for A's lock, and B's error if it raised one."""
-    import psycopg
-    from psycopg import sql as pg_sql
+def answer_period_key(name: str, seconds: float, now: float) -> str:
+    return f"every:{name}:{math.floor(now / seconds) * seconds}"
 
-    from ...postgres import drop_schema
 
-    schema = f"nb16_{uuid.uuid4().hex[:8]}"
-    statement = claim_statement(locking)
-    outcome: dict[str, Any] = {"a": None, "b": None, "waited": False, "error": None}
-    try:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(pg_sql.SQL("CREATE SCHEMA {}").format(pg_sql.Identifier(schema)))
-        options = f"-c search_path={schema} -c lock_timeout={int(WAIT_LIMIT_SECONDS * 1000)}"
-        with (
-            psycopg.connect(url, options=options) as a,
-            psycopg.connect(url, options=options, autocommit=True) as b,
-        ):
-            with a.transaction():
-                for part in filter(str.strip, TABLE.split(";")):
-                    a.execute(part)
-            claimed = a.execute(statement, {"worker": "A"})  # a transaction begins, and stays open
-            outcome["a"] = [row[0] for row in claimed.fetchall()]
+def wrong_period_key_no_name(name: str, seconds: float, now: float) -> str:
+    return f"every:{math.floor(now / seconds) * seconds}"
 
-            def claim_b() -> None:
-                try:
-                    outcome["b"] = [row[0] for row in b.execute(statement, {"worker": "B"}).fetchall()]
-                except psycopg.Error as exc:
-                    outcome["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
 
-            thread = threading.Thread(target=claim_b, daemon=True)
+def wrong_period_key_rounded(name: str, seconds: float, now: float) -> str:
+    return f"every:{name}:{round(now / seconds) * seconds}"
+
+
+def wrong_period_key_no_period(name: str, seconds: float, now: float) -> str:
+    return f"every:{name}"
+
+
+def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[tuple[str, float, str, int | None]]:
+    """The race: returns every tick as (schedule, time, key, new job id or None). Raises
+    what the learner's function raised (the first such error), or TypeError for a key
+    that is not text."""
+    ticks: list[tuple[str, float, str, int | None]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    gate = threading.Barrier(SCHEDULERS)
+    with tempfile.TemporaryDirectory(prefix="nb16_") as scratch:
+        path = Path(folder or scratch) / "period_key.db"
+        JobQueue(path, wake=False).close()
+
+        def scheduler(index: int) -> None:
+            rng = random.Random(150 + index)
+            clock = FakeClock(FIRST_PERIOD)
+            with JobQueue(path, clock=clock, wake=False) as q:
+                for period in range(PERIODS):
+                    gate.wait()  # all schedulers tick in the same period at the same time
+                    if period in DOWN or errors:
+                        continue
+                    moments = sorted(rng.uniform(0, SECONDS) for _ in range(TICKS_PER_PERIOD))
+                    for offset, name in ((o, n) for o in moments for n in SCHEDULES):
+                        clock.now = FIRST_PERIOD + period * SECONDS + offset
+                        try:
+                            key = period_key(name, SECONDS, clock.now)
+                            if not isinstance(key, str):
+                                raise TypeError(f"it returned {key!r}, not a string")
+                            job_id = q.enqueue(name, None, dedupe_key=key)
+                        except Exception as exc:  # the others still pass every barrier
+                            errors.append(exc)
+                            break
+                        with lock:
+                            ticks.append((name, clock.now, key, job_id))
+
+        def guarded(index: int) -> None:
+            try:
+                scheduler(index)
+            except threading.BrokenBarrierError:
+                pass
+            except BaseException as exc:
+                errors.append(exc)
+                gate.abort()
+
+        threads = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(SCHEDULERS)]
+        for thread in threads:
             thread.start()
-            with psycopg.connect(url, autocommit=True) as watcher:
-                deadline = time.monotonic() + WAIT_LIMIT_SECONDS
-                while thread.is_alive() and time.monotonic() < deadline:
-                    row = watcher.execute(WAITING, {"pid": b.info.backend_pid}).fetchone()
-                    if row is not None and row[0]:
-                        outcome["waited"] = True
-                        break
-                    time.sleep(0.01)
-            a.commit()  # A's claim is committed; B, if it waited, goes on now
-            thread.join(WAIT_LIMIT_SECONDS + 5)
-    finally:
-        drop_schema(url, schema)
-    return outcome
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return ticks
 
 
-def check_locking_clause(locking: object, url: str | None = None) -> Verdict:
-    """Passes when B, claiming while A holds job 1 in an open transaction, gets another
-    job at once: no duplicate, no wait for A, no error."""
-    if not isinstance(locking, str):
-        return not_yet(f"LOCKING must be a string such as '' or 'FOR UPDATE', got {locking!r}")
-    clause = " ".join(locking.upper().split())
-    if not CLAUSE.fullmatch(clause):
-        return not_yet(
-            f"{locking!r} is not a locking clause: try '', 'FOR UPDATE', 'FOR UPDATE NOWAIT' or "
-            "'FOR UPDATE SKIP LOCKED'"
-        )
+def check_period_key(period_key: object) -> Verdict:
+    """Passes when `period_key(name, seconds, now)` gives every tick of one schedule in one
+    period the same key, and a different key to any other period or schedule."""
+    if not callable(period_key):
+        return not_yet(f"period_key must be a function period_key(name, seconds, now), got {period_key!r}")
     try:
-        if url is None:
-            from ..postgres_lab import server_url
-
-            url = server_url()
-        got = two_claims(url, clause)
-    except Exception as exc:  # a checker reports, it never raises at the learner
-        return not_yet(f"the experiment could not run: {type(exc).__name__}: {exc}")
-    shown = clause or "(no locking clause)"
-    if got["a"] != [1]:
-        return not_yet(f"{shown}: A should have claimed job 1 but got {got['a']}")
-    if got["b"] == [1]:
-        return not_yet(
-            f"{shown}: B waited for A's lock, then claimed job 1 as well: one job, two workers. The inner "
-            "SELECT read job 1 as queued before A committed, and the UPDATE never looked again."
-        )
-    if got["error"]:
-        return not_yet(
-            f"{shown}: B gave up with {got['error']}. A worker must not fail because another holds a job."
-        )
-    if got["waited"]:
-        return not_yet(
-            f"{shown}: B got job {got['b']}, but only after waiting for A's transaction to end: with many "
-            "workers each claim queues up behind the others'. Make B pass over a locked row."
-        )
-    if got["b"] != [2]:
-        return not_yet(f"{shown}: B got {got['b']}, not job 2, the next free one")
+        ticks = race(period_key)
+    except Exception as exc:
+        return not_yet(f"period_key raised {type(exc).__name__}: {exc}")
+    for name in SCHEDULES:
+        for period in range(PERIODS):
+            if period in DOWN:
+                continue
+            start = FIRST_PERIOD + period * SECONDS
+            mine = [t for t in ticks if t[0] == name and period_start(t[1], SECONDS) == start]
+            created = [t for t in mine if t[3] is not None]
+            where = f"{name!r}, period starting at t={start:g}"
+            if len(created) > 1:
+                keys = sorted({t[2] for t in created})
+                shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+                return not_yet(
+                    f"{where}: {len(created)} jobs from {len(mine)} ticks, under the keys {shown}. "
+                    "Every tick in one period must make the same key."
+                )
+            if not created:
+                key = mine[0][2]
+                return not_yet(
+                    f"{where}: no job at all. Its ticks made the key {key!r}, which an earlier "
+                    "period or the other schedule had already used."
+                )
+    ran = PERIODS - len(DOWN)
     return passed(
-        f"{shown}: B passed over A's locked job 1 and claimed job 2 at once. One statement, no duplicate, "
-        "no waiting: SKIP LOCKED, as in PgJobQueue's claim."
+        f"{len(ticks)} ticks from {SCHEDULERS} racing schedulers made exactly one job per schedule "
+        f"in each of the {ran} periods they were up, and none in the {len(DOWN)} periods they were down: "
+        "the period's start is the key."
     )
 
 
-CHECKERS = {"locking_clause": check_locking_clause}
-#: The starting point in the notebook: notebook 01's atomic claim as it is, no locking clause.
-STARTERS = {"locking_clause": {"locking": ""}}
-#: The worked answer.
-ANSWERS = {"locking_clause": {"locking": "FOR UPDATE SKIP LOCKED"}}
-#: Wrong versions: a claim that waits for the other worker, and one that errors instead.
-WRONG = {"locking_clause": [{"locking": "FOR UPDATE"}, {"locking": "FOR UPDATE NOWAIT"}]}
+CHECKERS = {"period_key": check_period_key}
+STARTERS = {"period_key": {"period_key": starter_period_key}}
+ANSWERS = {"period_key": {"period_key": answer_period_key}}
+WRONG = {
+    "period_key": [
+        {"period_key": wrong_period_key_no_name},
+        {"period_key": wrong_period_key_rounded},
+        {"period_key": wrong_period_key_no_period},
+    ]
+}

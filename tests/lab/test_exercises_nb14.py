@@ -1,4 +1,4 @@
-"""Notebook 13's exercise beyond the checks every exercise gets (test_exercises.py, and the
+"""Notebook 14's exercise beyond the checks every exercise gets (test_exercises.py, and the
 notebook's folded answer in test_exercise_answers_in_notebooks.py): wrong clauses of every
 sort say NOT YET without raising, the package's own clause passes, and the prepared queue
 holds every fate the checker relies on."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from labqueue import JobQueue
-from labqueue.lab.exercises import nb13 as module
+from labqueue.lab.exercises import nb14 as module
 
 
 @pytest.mark.parametrize(

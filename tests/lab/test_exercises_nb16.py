@@ -1,4 +1,4 @@
-"""Notebook 15's exercise: the racing checker, and the folded answer in the notebook itself."""
+"""Notebook 16's exercise: the racing checker, and the folded answer in the notebook itself."""
 
 from __future__ import annotations
 
@@ -8,32 +8,32 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labqueue.lab.exercises import nb15
+from labqueue.lab.exercises import nb16
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "15_cancel_schedule_wake.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "16_cancel_schedule_wake.ipynb"
 ANSWER_BLOCK = re.compile(r"<summary>Answer</summary>.*?```python\n(.*?)```", re.S)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "passes"),
-    [(nb15.ANSWERS["period_key"], True), (nb15.STARTERS["period_key"], False)]
-    + [(wrong, False) for wrong in nb15.WRONG["period_key"]],
+    [(nb16.ANSWERS["period_key"], True), (nb16.STARTERS["period_key"], False)]
+    + [(wrong, False) for wrong in nb16.WRONG["period_key"]],
 )
 def test_only_the_answer_passes(kwargs, passes):
-    assert bool(nb15.check_period_key(**kwargs)) is passes
+    assert bool(nb16.check_period_key(**kwargs)) is passes
 
 
 @pytest.mark.parametrize(
     "nonsense", [None, 42, lambda name, seconds: "x", lambda n, s, t: 1 / 0, lambda n, s, t: 7]
 )
 def test_nonsense_is_not_yet_and_never_raises(nonsense):
-    verdict = nb15.check_period_key(nonsense)
+    verdict = nb16.check_period_key(nonsense)
     assert not verdict and verdict.message
 
 
 def test_a_wrong_key_gets_a_direction():
-    assert "the same key" in nb15.check_period_key(nb15.wrong_period_key_rounded).message
-    assert "other schedule" in nb15.check_period_key(nb15.wrong_period_key_no_name).message
+    assert "the same key" in nb16.check_period_key(nb16.wrong_period_key_rounded).message
+    assert "other schedule" in nb16.check_period_key(nb16.wrong_period_key_no_name).message
 
 
 def test_the_notebooks_answer_passes_and_its_starting_point_does_not():
@@ -43,9 +43,9 @@ def test_the_notebooks_answer_passes_and_its_starting_point_does_not():
     answer = next(m.group(1) for c in cells[start:] if (m := ANSWER_BLOCK.search(c.source)))
     namespace: dict = {}
     exec(starter, namespace)
-    assert not nb15.check_period_key(namespace["period_key"])
+    assert not nb16.check_period_key(namespace["period_key"])
     exec(answer, namespace)
-    assert nb15.check_period_key(namespace["period_key"])
-    checker = next(c for c in cells[start:] if c.cell_type == "code" and "nb15.check_" in c.source)
+    assert nb16.check_period_key(namespace["period_key"])
+    checker = next(c for c in cells[start:] if c.cell_type == "code" and "nb16.check_" in c.source)
     shown = " ".join(o.get("data", {}).get("text/html", "") for o in checker.outputs)
     assert "NOT YET" in shown, "the committed notebook shows the starting point's verdict"
