@@ -251,6 +251,8 @@ def _run_racers(racers: list, start: mp.synchronize.Barrier) -> float:
             racer.join(timeout=600)
     finally:
         for racer in racers:
+            if racer.pid is None:  # never started: starting an earlier one failed
+                continue
             if racer.is_alive():
                 racer.kill()
             racer.join()

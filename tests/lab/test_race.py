@@ -192,11 +192,14 @@ def test_panel_says_interrupted_and_can_run_again():
 
 
 class FakeRacer:
-    def __init__(self):
+    def __init__(self, fails=False):
         self.started = self.killed = self.joined = False
+        self.fails, self.pid = fails, None
 
     def start(self):
-        self.started = True
+        if self.fails:
+            raise RuntimeError("could not start")
+        self.started, self.pid = True, 4242
 
     def is_alive(self):
         return self.started and not self.killed
@@ -218,6 +221,15 @@ def test_an_interrupt_kills_every_racer_and_goes_on():
     with pytest.raises(KeyboardInterrupt):
         race._run_racers(racers, InterruptedBarrier())
     assert all(r.started and r.killed and r.joined for r in racers)
+
+
+def test_a_racer_that_fails_to_start_stops_the_ones_already_started():
+    racers = [FakeRacer(), FakeRacer(fails=True), FakeRacer()]
+    with pytest.raises(RuntimeError, match="could not start"):
+        race._run_racers(racers, InterruptedBarrier())
+    first, failed, never = racers
+    assert first.killed and first.joined
+    assert not failed.joined and not never.started and not never.joined
 
 
 def test_racers_start_with_ctrl_c_ignored_and_the_parent_keeps_its_handler():
