@@ -10,7 +10,7 @@ from labqueue.website import build
 
 def test_every_notebook_is_a_page_in_its_part_with_its_time():
     found = build.pages()
-    assert len(found) == 18 and [p.name for p in found] == sorted(p.name for p in found)
+    assert len(found) == 19 and [p.name for p in found] == sorted(p.name for p in found)
     assert {p.part for p in found if p.name < "14"} == {1} and {p.part for p in found if p.name >= "14"} == {
         2
     }

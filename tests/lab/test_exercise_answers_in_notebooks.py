@@ -1,4 +1,4 @@
-"""The worked answers folded into notebooks 08-12 and 14-17 pass their checkers, and the starting
+"""The worked answers folded into notebooks 08-17 pass their checkers, and the starting
 points the notebooks ship with do not: the answers a learner reveals cannot rot.
 
 Each "Your turn" in a notebook is one or more code cells with the starting point, a code
@@ -21,6 +21,7 @@ OWN = [
     "10_ops",
     "11_testing",
     "12_chaos",
+    "13_your_queue_and_labqueue",
     "14_retention",
     "15_priorities_and_fairness",
     "16_cancel_schedule_wake",
