@@ -11,7 +11,7 @@ from labqueue.website import build
 def test_every_notebook_is_a_page_in_its_part_with_its_time():
     found = build.pages()
     assert len(found) == 19 and [p.name for p in found] == sorted(p.name for p in found)
-    assert {p.part for p in found if p.name < "14"} == {1} and {p.part for p in found if p.name >= "14"} == {
+    assert {p.part for p in found if p.name < "13"} == {1} and {p.part for p in found if p.name >= "13"} == {
         2
     }
     assert all(p.minutes and p.title[:2] == p.name[:2] for p in found)

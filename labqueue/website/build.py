@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = ROOT / "docs" / "glossary.md"
 OUT = ROOT / "build" / "site"
-PART_2_FROM = "14"
+PART_2_FROM = "13"  # the bridge to labqueue opens Part 2
 # The repository the Binder links build when no GitHub remote is known (README's placeholder).
 PLACEHOLDER_REPOSITORY = "OWNER/labqueue"
 GITHUB = re.compile(
@@ -122,8 +122,8 @@ the [glossary](glossary.md).
 | --- | --- |
 {rows}
 
-{toc(1, "Part 1 · the tutorial, step by step")}
-{toc(2, "Part 2 · what the tutorial leaves out")}
+{toc(1, "Part 1 · build the tutorial's queue, step by step")}
+{toc(2, "Part 2 · labqueue: what the tutorial leaves out")}
 ```{{toctree}}
 :caption: Reference
 :maxdepth: 1
