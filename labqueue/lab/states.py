@@ -106,9 +106,28 @@ def transitions() -> set[tuple[str, str]]:
     return {(e.source, e.target) for e in EDGES if e.source != START}
 
 
-def edges_frame():
-    """The moves as a table: name, from, to, what the picture says, and the SQL that does it."""
+#: Which call of the queue Part 1 builds (labqueue.tutorial.jobqueue) makes each move.
+TUTORIAL_MOVES = {
+    "enqueue": "enqueue(), enqueue_many()",
+    "claim": "claim(): CLAIM",
+    "reclaim": "claim(): CLAIM",
+    "complete": "complete()",
+    "retry": "fail(): FAIL",
+    "dead": "fail(): FAIL; claim(): RETIRE_EXHAUSTED",
+    "requeue": "requeue_dead()",
+}
+
+
+def edges_frame(*, part2: bool = True):
+    """The moves as a table: name, from, to, what the picture says, and the SQL that does it
+    in labqueue; with ``part2=False``, Part 1's moves and the call of the tutorial's queue
+    that makes each."""
     import pandas as pd
+
+    def made_by(e: Edge) -> dict[str, str]:
+        if part2:
+            return {"SQL (labqueue.sql)": ", ".join(e.statements)}
+        return {"in your queue": TUTORIAL_MOVES[e.key]}
 
     return pd.DataFrame(
         [
@@ -117,9 +136,10 @@ def edges_frame():
                 "from": e.source,
                 "to": e.target,
                 "what happens": " ".join(e.label.split()),
-                "SQL (labqueue.sql)": ", ".join(e.statements),
+                **made_by(e),
             }
             for e in EDGES
+            if part2 or e.key not in PART2_MOVES
         ]
     ).set_index("move")
 
@@ -257,11 +277,13 @@ class DiagramPanel:
     with one sentence on what it means. `show(name)` is plain Python, so tests drive the panel
     as a learner does."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, part2: bool = True) -> None:
         import ipywidgets as w
 
-        options = [("(everything)", ""), *((f"move: {k}", k) for k in EDGE_KEYS)]
-        options += [(f"state: {s}", f"state:{s}") for s in STATES]
+        self.part2 = part2
+        moves = [k for k in EDGE_KEYS if part2 or k not in PART2_MOVES]
+        options = [("(everything)", ""), *((f"move: {k}", k) for k in moves)]
+        options += [(f"state: {s}", f"state:{s}") for s in STATES if part2 or s not in PART2_STATES]
         self.choice = w.Dropdown(options=options, value="", description="show")
         self.text = w.HTML()
         self.image = w.Image(format="png", layout=w.Layout(width="640px", max_width="100%"))
@@ -274,7 +296,7 @@ class DiagramPanel:
 
         key = name.removeprefix("state:")
         try:
-            self.image.value = figure_png(diagram(highlight=key or None))
+            self.image.value = figure_png(diagram(highlight=key or None, part2=self.part2))
         except KeyboardInterrupt:  # the kernel was interrupted while drawing
             self.text.value = "<b>interrupted</b>: pick again"
             return
@@ -286,6 +308,7 @@ class DiagramPanel:
             self.text.value = MOVES_EXPLAINED[key]
 
 
-def diagram_panel():
-    """The notebook's panel: pick a move or a state and see it in colour."""
-    return DiagramPanel().widget
+def diagram_panel(*, part2: bool = True):
+    """The notebook's panel: pick a move or a state and see it in colour (``part2=False``:
+    Part 1's four states only)."""
+    return DiagramPanel(part2=part2).widget

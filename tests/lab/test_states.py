@@ -202,3 +202,20 @@ def test_panel_draws_the_chosen_move_or_state():
 def test_every_move_and_state_is_explained():
     assert set(states.MOVES_EXPLAINED) == set(states.EDGE_KEYS)
     assert set(states.STATES_EXPLAINED) == set(queue.STATES)
+
+
+def test_part1s_table_and_panel_name_only_the_tutorial_queues_moves():
+    from labqueue.tutorial import jobqueue
+
+    table = states.edges_frame(part2=False)
+    assert "cancel" not in table.index and "cancelled" not in set(table["to"])
+    assert list(table.columns)[-1] == "in your queue"
+    named = {call.split("(")[0].strip() for cell in table["in your queue"] for call in cell.split(";")}
+    assert named <= set(dir(jobqueue.JobQueue)), named
+    for statement in ("CLAIM", "FAIL", "RETIRE_EXHAUSTED"):
+        assert hasattr(jobqueue, statement)
+    panel = states.DiagramPanel(part2=False)
+    labels = [label for label, _ in panel.choice.options]
+    assert not any("cancel" in label for label in labels)
+    panel.show("state:dead")
+    assert panel.text.value == states.STATES_EXPLAINED["dead"]
