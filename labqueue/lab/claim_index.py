@@ -1,29 +1,34 @@
 """Notebook 08: what a claim costs when the table is full of finished jobs.
 
-Seeds many 'done' rows (older than the queued ones, as in a long-running queue),
-then times the real JobQueue.claim under three index setups, and reads the query
-plan of every statement in labqueue.sql.
+Seeds many 'done' rows into the tutorial's table (older than the queued ones, as in a
+long-running queue), then times the learner's `JobQueue.claim` under three index setups:
+none, a plain index on (visible_at, id), and the index text the notebook passes
+(`indexes=`, the tutorial's `INDEXES` unless the learner tries another), reading the plan
+of the claim and of the retire statement under each.
+
+`every_statement_plan` and `all_queue_plans` read the production package's statements
+(labqueue.sql): its tests use them to check that no claim path scans the table.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import re
 import sqlite3
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from .. import sql
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import Job, JobQueue
-from .assets import DPI, FIGSIZE, data_file, figure_png
+from ..tutorial import jobqueue as tutorial
+from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
 from .walks import Folder
 
@@ -32,7 +37,7 @@ N_QUEUED = 1_000
 CHUNK = 20_000
 TUTORIAL_CSV = "claim_index_tutorial.csv"
 
-PLAIN_INDEX = "CREATE INDEX jobs_plain ON jobs (visible_at, id)"
+PLAIN_INDEX = "CREATE INDEX jobs_plain ON jobs (visible_at, id);"
 # Seeding only: nothing else is open, and a lost seed is simply made again.
 BULK_LOAD = "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;"
 SEED_DONE = """
@@ -40,6 +45,9 @@ INSERT INTO jobs (state, attempts, visible_at, created_at, finished_at, kind, pa
 VALUES ('done', 1, ?1, ?1, ?1, 'email', '{}')
 """
 SEED_QUEUED = "INSERT INTO jobs (visible_at, created_at, kind, payload) VALUES (?1, ?1, 'email', '{}')"
+INDEXES_ON_JOBS = (
+    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,17 @@ class Setup:
 SETUPS = (
     Setup("no index", None, 10),
     Setup("plain index on (visible_at, id)", PLAIN_INDEX, 10),
-    Setup("partial indexes (labqueue.sql)", sql.INDEXES, 200),
+    Setup("partial indexes (INDEXES)", tutorial.INDEXES, 200),
 )
+
+
+def setups(indexes: str | None = None) -> tuple[Setup, ...]:
+    """The three setups, the last one building `indexes` (the tutorial's INDEXES by default)."""
+    if indexes is None:
+        return SETUPS
+    if not isinstance(indexes, str) or not indexes.strip():
+        raise InvalidArgument(f"indexes must be the SQL text of CREATE INDEX statements, got {indexes!r}")
+    return (*SETUPS[:2], replace(SETUPS[2], create=indexes))
 
 
 def now_after(n_done: int, n_queued: int = N_QUEUED) -> float:
@@ -67,9 +84,11 @@ def _count(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def seed(path: Path, n_done: int, n_queued: int = N_QUEUED, *, progress: bool = True) -> float:
-    """Write `n_done` finished jobs, then `n_queued` ready ones, with no indexes.
-    Returns the seconds it took. Bulk load only: synchronous=OFF."""
+def seed(
+    path: Path, n_done: int, n_queued: int = N_QUEUED, *, table: str = tutorial.TABLE, progress: bool = True
+) -> float:
+    """Write `n_done` finished jobs, then `n_queued` ready ones, into `table` (the tutorial's)
+    with no indexes. Returns the seconds it took. Bulk load only: synchronous=OFF."""
     n_done = _count("n_done", n_done, 0, 10_000_000)
     n_queued = _count("n_queued", n_queued, 1, 1_000_000)
     from tqdm.auto import tqdm
@@ -77,7 +96,7 @@ def seed(path: Path, n_done: int, n_queued: int = N_QUEUED, *, progress: bool = 
     started = time.perf_counter()
     db = sqlite3.connect(str(path), isolation_level=None)
     try:
-        db.executescript(BULK_LOAD + sql.TABLE)
+        db.executescript(BULK_LOAD + table)
         db.execute("BEGIN")
         with tqdm(total=n_done + n_queued, desc="seeding jobs", unit="row", disable=not progress) as bar:
             # Finished jobs first, half a second apart, so they all sort before the queued ones.
@@ -106,69 +125,12 @@ def plan(db: sqlite3.Connection, statement: str) -> str:
     return " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + statement, params))
 
 
-def queue_statements() -> dict[str, str]:
-    """Every statement in labqueue.sql that the queue runs (not the schema itself), the
-    claim's scopes included: CLAIM_IN["one"] is named CLAIM_IN[one]."""
-    verbs = ("SELECT", "INSERT", "UPDATE", "DELETE")
-    found: dict[str, str] = {}
-    for name, value in vars(sql).items():
-        if not name.isupper() or name.startswith("_"):  # _CLAIM...: the templates of the scopes
-            continue
-        texts = {f"{name}[{k}]": v for k, v in value.items()} if isinstance(value, dict) else {name: value}
-        for label, text in texts.items():
-            if isinstance(text, str) and text.strip().upper().startswith(verbs):
-                found[label] = text
-    return found
-
-
-EXTRA_QUERIES = {
-    "count done": "SELECT COUNT(*) FROM jobs WHERE state = 'done'",
-    "count dead": "SELECT COUNT(*) FROM jobs WHERE state = 'dead'",
-}
-
-
-# The statements the course has shown, under the names the notebooks use: (what it is,
-# its constant in labqueue.sql). The package has a few more (the worker loop's combined
-# claim, its read-only probe, ...): every_statement_plan() covers those, and a test checks them.
-TAUGHT = (
-    ("claim sub-select (02)", "CLAIM"),
-    ("retire exhausted (07)", "RETIRE_EXHAUSTED"),
-    ("complete (02, 04)", "COMPLETE"),
-    ("fail (04, 07)", "FAIL"),
-    ("heartbeat (06)", "HEARTBEAT"),
-    ("requeue_dead (10)", "REQUEUE_DEAD"),
-    ("stats: queued and running (10)", "STATS_LIVE"),
-    ("stats: ready now, oldest (10)", "STATS_READY"),
-    ("stats: dead (10)", "STATS_DEAD"),
-)
-
-
-def _plan_or_note(db: sqlite3.Connection, text: str) -> str:
-    return plan(db, text) or "(no plan: a plain INSERT)"
-
-
-def plans_table(db: sqlite3.Connection) -> pd.DataFrame:
-    """The plan of each statement the course has shown (named as the notebooks name it,
-    with its constant in labqueue.sql), and of the two counts the notebook compares."""
-    rows = []
-    for label, name in TAUGHT:
-        text = getattr(sql, name)
-        rows.append((label, name, _plan_or_note(db, _subselect(text) if name == "CLAIM" else text)))
-    rows += [(label, "", _plan_or_note(db, text)) for label, text in EXTRA_QUERIES.items()]
-    return pd.DataFrame(rows, columns=["statement", "in labqueue.sql", "query plan"]).set_index("statement")
-
-
-def every_statement_plan(db: sqlite3.Connection) -> dict[str, str]:
-    """The plan of every statement in labqueue.sql, taught or not, by constant name."""
-    return {name: _plan_or_note(db, text) for name, text in queue_statements().items()}
-
-
 def scans_table(plan_text: str) -> bool:
     """True when a plan reads the whole jobs table (a SCAN that no index narrows)."""
     return any(step.strip() == "SCAN jobs" for step in plan_text.split("|"))
 
 
-# -- timing the claim ------------------------------------------------------------------
+# -- timing the learner's claim --------------------------------------------------------
 
 
 @dataclass
@@ -183,55 +145,62 @@ class Measurement:
         return statistics.median(self.claims_ms)
 
 
-def _timed_claim(q: JobQueue) -> tuple[Job, float]:
-    """One claim of one job, and how long it took in milliseconds."""
-    before = time.perf_counter_ns()
-    claimed = q.claim("bench")
-    took_ms = (time.perf_counter_ns() - before) / 1e6
-    (job,) = claimed
-    return job, took_ms
-
-
-def _subselect(statement: str) -> str:
-    """The SELECT inside CLAIM's IN (...): the part that finds the job."""
-    return statement[statement.index("(SELECT") + 1 : statement.rindex(")")]
+def measure_setup(path: Path, setup: Setup, now: float, queue_class: Any, statements: dict) -> Measurement:
+    """Build the setup's indexes, read the plans of the claim and of the retire statement,
+    then time `setup.claims` claims of one job on the queue class given, completing each
+    job so that the next claim takes the next one. The indexes are dropped again after."""
+    db = sqlite3.connect(str(path), isolation_level=None)
+    before = {name for (name,) in db.execute(INDEXES_ON_JOBS)}
+    try:
+        db.executescript(setup.create or "")
+        claim_plan, retire_plan = plan(db, statements["claim"]), plan(db, statements["retire"])
+        q = queue_class(path, lease_seconds=30, clock=FakeClock(now), schema=None)
+        timings = []
+        try:
+            for _ in range(setup.claims):
+                started = time.perf_counter_ns()
+                (job,) = q.claim("bench")
+                timings.append((time.perf_counter_ns() - started) / 1e6)
+                q.complete(job)
+        finally:
+            q.db.close()
+        for (name,) in db.execute(INDEXES_ON_JOBS).fetchall():
+            if name not in before:
+                db.execute(f'DROP INDEX "{name}"')  # a name SQLite listed, not user input
+    finally:
+        db.close()
+    return Measurement(setup.label, claim_plan, retire_plan, timings)
 
 
 def measure(
-    n_done: int, *, folder: Folder = None, progress: bool = True, setups: Iterable[Setup] = SETUPS
+    n_done: int,
+    *,
+    indexes: str | None = None,
+    queue_class: Any = None,
+    folder: Folder = None,
+    progress: bool = True,
+    claims: Iterable[int] | None = None,
 ) -> tuple[list[Measurement], float]:
-    """Seed once, then for each setup build its indexes, read the plans of the claim's
-    search and of the retire statement, and time `setup.claims` real claims (each
-    completed, so the next claim takes the next job). Returns the measurements and
-    the seconds the seeding took."""
-    setups = list(setups)
-    needed = sum(s.claims for s in setups)
+    """Seed the tutorial's table once, then measure each setup in turn (the last builds
+    `indexes`, the tutorial's INDEXES by default) on `queue_class` (the tutorial's JobQueue
+    by default). `claims` overrides how many claims each setup times. Returns the
+    measurements and the seconds the seeding took."""
+    chosen = list(setups(indexes))
+    if claims is not None:
+        chosen = [
+            replace(s, claims=_count("claims", n, 1, 100_000)) for s, n in zip(chosen, claims, strict=True)
+        ]
+    queue_class = queue_class or tutorial.JobQueue
+    statements = {"claim": tutorial.CLAIM, "retire": tutorial.RETIRE_EXHAUSTED}
+    needed = sum(s.claims for s in chosen)
+    n_queued = max(N_QUEUED, needed)
     path = db_path("claim_index", folder)
-    seeded = seed(path, n_done, max(N_QUEUED, needed), progress=progress)
-    now = now_after(n_done, max(N_QUEUED, needed))
-    results = []
+    seeded = seed(path, n_done, n_queued, progress=progress)
     from tqdm.auto import tqdm
 
-    db = sqlite3.connect(str(path), isolation_level=None)
-    try:
-        with tqdm(total=needed, desc="timing claims", unit="claim", disable=not progress) as bar:
-            for setup in setups:
-                if setup.create:
-                    db.executescript(setup.create)
-                claim_plan = plan(db, _subselect(sql.CLAIM))
-                retire_plan = plan(db, sql.RETIRE_EXHAUSTED)
-                timings = []
-                with JobQueue(path, lease_seconds=30, clock=FakeClock(now), schema=None) as q:
-                    for _ in range(setup.claims):
-                        job, took_ms = _timed_claim(q)
-                        timings.append(took_ms)
-                        q.complete(job)  # so the next claim times a fresh job, not an empty queue
-                        bar.update()
-                results.append(Measurement(setup.label, claim_plan, retire_plan, timings))
-                if setup.create == PLAIN_INDEX:
-                    db.execute("DROP INDEX jobs_plain")
-    finally:
-        db.close()
+    results = []
+    for setup in tqdm(chosen, desc="timing claims", unit="setup", disable=not progress):
+        results.append(measure_setup(path, setup, now_after(n_done, n_queued), queue_class, statements))
     return results, seeded
 
 
@@ -254,7 +223,7 @@ def results_table(results: list[Measurement], n_done: int) -> pd.DataFrame:
 
 
 def tutorial_figures(path: Path | None = None) -> pd.DataFrame:
-    """The tutorial's published medians (1,000,000 done rows), from data/."""
+    """The tutorial's published medians (1,000,000 done rows), from data/, in SETUPS' order."""
     with (path or data_file(TUTORIAL_CSV)).open(newline="") as f:
         rows = [line for line in f if not line.startswith("#")]
     return pd.DataFrame(list(csv.DictReader(rows))).astype({"median_claim_ms": float}).set_index("setup")
@@ -264,28 +233,23 @@ def _ms_label(ms: float) -> str:
     return f"{ms:.0f}" if ms >= 10 else f"{ms:.2g}"
 
 
-def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
-    """Median claim latency per setup on a log scale, this run beside the tutorial's."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
-    n = len(table)
-    width = 0.38 if tutorial is not None else 0.6
-    xs = list(range(n))
+def plot_latency(table: pd.DataFrame, tutorial_run: pd.DataFrame | None = None):
+    """Median claim latency per setup on a log scale, this run beside the tutorial's
+    (matched by position: no index, plain index, partial indexes)."""
+    fig, ax = new_figure()
+    xs = list(range(len(table)))
+    width = 0.38 if tutorial_run is not None else 0.6
     n_done = table.attrs.get("n_done")
     ours_label = f"this run ({n_done:,} done rows)" if n_done else "this run"
+    shift = width / 2 if tutorial_run is not None else 0.0
     bars = ax.bar(
-        [x - width / 2 if tutorial is not None else x for x in xs],
-        table["median claim (ms)"],
-        width,
-        label=ours_label,
-        color="#4c72b0",
+        [x - shift for x in xs], table["median claim (ms)"], width, label=ours_label, color="#4c72b0"
     )
     ax.bar_label(bars, fmt=_ms_label, fontsize="small")
-    if tutorial is not None:
-        theirs = [tutorial["median_claim_ms"].get(label, float("nan")) for label in table.index]
+    if tutorial_run is not None:
+        theirs = list(tutorial_run["median_claim_ms"])[: len(xs)]
         bars = ax.bar(
-            [x + width / 2 for x in xs],
+            [x + shift for x in xs[: len(theirs)]],
             theirs,
             width,
             label="tutorial (1,000,000 done rows)",
@@ -297,80 +261,28 @@ def plot_latency(table: pd.DataFrame, tutorial: pd.DataFrame | None = None):
     ax.set_xticks(xs, [label.replace(" (", "\n(").replace(" on ", "\non ") for label in table.index])
     ax.set_ylim(top=ax.get_ylim()[1] * 30)
     ax.legend(loc="upper left", ncol=2, fontsize="small")
-    plt.close(fig)
     return fig
-
-
-# -- two more facts from the same step -----------------------------------------------
-
-
-MARK_UP_TO = "UPDATE jobs SET worker = 'first' WHERE id <= ? RETURNING id"
-PROBE_WRITE = "UPDATE jobs SET worker = 'second' WHERE id = ?"
-
-
-def returning_holds_the_lock(folder: Folder = None, busy_timeout: float = 0.2) -> list[tuple[str, bool]]:
-    """In autocommit mode a statement's implicit transaction lasts until the statement
-    is done, and a RETURNING statement is not done while rows remain unread: until
-    then it keeps the write lock. Returns (situation, could a second connection write)
-    for three situations."""
-    path = db_path("claim_index_returning", folder)
-    with (
-        JobQueue(path) as q,
-        contextlib.closing(sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)) as other,
-    ):
-        q.enqueue_many("t", [{}] * 5)
-
-        def other_can_write() -> bool:
-            try:
-                other.execute(PROBE_WRITE, (5,))
-            except sqlite3.OperationalError:  # "database is locked" after busy_timeout
-                return False
-            return True
-
-        three_rows = q.db.execute(MARK_UP_TO, (3,))
-        three_rows.fetchone()
-        partly_read = other_can_write()
-        three_rows.fetchall()
-        drained = other_can_write()
-        q.db.execute(MARK_UP_TO, (1,)).fetchone()
-        single = other_can_write()
-    return [
-        ("after fetchone() on a 3-row RETURNING", partly_read),
-        ("after fetchall() on the same cursor", drained),
-        ("after fetchone() on a 1-row RETURNING", single),
-    ]
-
-
-def retire_plan_with_ready_index_only(folder: Folder = None) -> str:
-    """The retire statement's plan when jobs_ready is the only index: the reason jobs_exhausted exists."""
-    (ready_index,) = [text for text in sql.INDEXES.split(";") if "jobs_ready" in text]
-    ready_only = sql.TABLE + ready_index + ";"
-    with JobQueue(db_path("claim_index_ready_only", folder), schema=ready_only) as q:
-        return plan(q.db, sql.RETIRE_EXHAUSTED)
-
-
-def empty_claim_seconds(claims: int = 2000, folder: Folder = None) -> float:
-    """The mean cost of a claim that finds nothing, on an empty queue."""
-    claims = _count("claims", claims, 1, 1_000_000)
-    with JobQueue(db_path("claim_index_empty", folder)) as q:
-        started = time.perf_counter()
-        for _ in range(claims):
-            q.claim("idle")
-        return (time.perf_counter() - started) / claims
 
 
 # -- the widget --------------------------------------------------------------------
 
 
-DEFAULT_DONE = 300_000  # enough for a >100x gap with margin, seeded and timed in a few seconds
-SIZES = (10_000, 100_000, DEFAULT_DONE, 1_000_000)
+DEFAULT_DONE = 100_000  # a gap of a hundred times or more, seeded and timed in about three seconds
+TUTORIAL_DONE = 1_000_000
+SIZES = (10_000, DEFAULT_DONE, 300_000, TUTORIAL_DONE)
 
 
 def claim_index_panel(
-    initial: pd.DataFrame | None = None, folder: Folder = None, sizes: Iterable[int] = SIZES
+    initial: pd.DataFrame | None = None,
+    folder: Folder = None,
+    sizes: Iterable[int] = SIZES,
+    *,
+    indexes: str | None = None,
+    queue_class: Any = None,
 ):
-    """Choose how many done rows to seed and press the button: seeds, times the claims
-    under the three setups, and redraws. The tutorial's million rows take up to half a minute."""
+    """Choose how many done rows to seed and press the button: seeds, times the claims of
+    `queue_class` under the three setups (the last with `indexes`), and redraws. The
+    tutorial's million rows take up to half a minute."""
     import ipywidgets as widgets
 
     sizes = list(sizes)
@@ -382,13 +294,13 @@ def claim_index_panel(
     progress = widgets.Output()  # the seeding and timing progress bars appear here
     table = widgets.HTML()
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
-    tutorial = tutorial_figures()
+    published = tutorial_figures()
 
     def show(results: pd.DataFrame, note: str) -> None:
         table.value = (
             results.drop(columns=["claim plan", "retire plan"]).reset_index().to_html(index=False, border=0)
         )
-        picture.value = figure_png(plot_latency(results, tutorial))
+        picture.value = figure_png(plot_latency(results, published))
         status.value = note  # last, so the note never describes an older chart
 
     def on_click(_button: object = None) -> None:
@@ -397,7 +309,9 @@ def claim_index_panel(
         progress.clear_output()
         try:
             with progress:
-                measured, seeded = measure(size.value, folder=folder)
+                measured, seeded = measure(
+                    size.value, indexes=indexes, queue_class=queue_class, folder=folder
+                )
             show(
                 results_table(measured, size.value),
                 f"<b>{size.value:,} done rows</b> (seeded in {seeded:.1f} s)",
@@ -415,13 +329,32 @@ def claim_index_panel(
     return widgets.VBox([widgets.HBox([size, button]), status, table, picture, progress])
 
 
-def queue_plans(folder: Folder = None) -> pd.DataFrame:
-    """The plans on a queue built with the package's own schema (table and partial indexes)."""
-    with JobQueue(db_path("claim_index_plans", folder)) as q:
-        return plans_table(q.db)
+# -- the production package's statements (its tests) ------------------------------------
+
+
+def queue_statements() -> dict[str, str]:
+    """Every statement in labqueue.sql that the production queue runs (not the schema
+    itself), the claim's scopes included: CLAIM_IN["one"] is named CLAIM_IN[one]."""
+    verbs = ("SELECT", "INSERT", "UPDATE", "DELETE")
+    found: dict[str, str] = {}
+    for name, value in vars(sql).items():
+        if not name.isupper() or name.startswith("_"):  # _CLAIM...: the templates of the scopes
+            continue
+        texts = {f"{name}[{k}]": v for k, v in value.items()} if isinstance(value, dict) else {name: value}
+        for label, text in texts.items():
+            if isinstance(text, str) and text.strip().upper().startswith(verbs):
+                found[label] = text
+    return found
+
+
+def every_statement_plan(db: sqlite3.Connection) -> dict[str, str]:
+    """The plan of every statement in labqueue.sql, by constant name."""
+    return {name: plan(db, text) or "(no plan: a plain INSERT)" for name, text in queue_statements().items()}
 
 
 def all_queue_plans(folder: Folder = None) -> dict[str, str]:
-    """every_statement_plan on a queue built with the package's own schema."""
+    """every_statement_plan on a production queue (labqueue.JobQueue) with its own schema."""
+    from ..queue import JobQueue
+
     with JobQueue(db_path("claim_index_all_plans", folder)) as q:
         return every_statement_plan(q.db)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ... import sql
+from ...tutorial import jobqueue as tutorial
 from ..claim_index import now_after, plan, scans_table, seed
 from . import Verdict, not_yet, passed
 
@@ -32,7 +32,7 @@ CLAIM_SEARCH = (
     " ORDER BY visible_at, id LIMIT 1"
 )
 
-#: jobs_ready as the tutorial writes it (labqueue.sql.INDEXES_V1: schema version 1, before priorities).
+#: jobs_ready as notebook 02 writes it in INDEXES (labqueue.tutorial.jobqueue).
 READY_INDEX = """
 CREATE INDEX jobs_ready ON jobs (visible_at, id)
     WHERE state IN ('queued', 'running')
@@ -109,9 +109,9 @@ def _learners_indexes(db: sqlite3.Connection) -> list[tuple[str, bool]]:
 
 
 def check_plain_index(create_index: object) -> Verdict:
-    """Seeds N_DONE finished and N_QUEUED queued jobs, builds `create_index` (with the
-    package's two other partial indexes), and measures the claim's search against the same
-    table with the package's jobs_ready. Passes when the index is plain (no WHERE), the
+    """Seeds N_DONE finished and N_QUEUED queued jobs in the tutorial's table, builds
+    `create_index` (with its two other partial indexes), and measures the claim's search
+    against the same table with the tutorial's jobs_ready. Passes when the index is plain (no WHERE), the
     claim's plan uses it, and the claim does at least 20 times the work."""
     bad = _is_sql(create_index, "create_index")
     if bad is not None:
@@ -166,7 +166,7 @@ def check_plain_index(create_index: object) -> Verdict:
 def _small_queue(path: Path) -> sqlite3.Connection:
     """200 done, 3 queued, 2 running, 1 dead: the true queued count is 3."""
     db = sqlite3.connect(str(path), isolation_level=None)
-    db.executescript(sql.SCHEMA)
+    db.executescript(tutorial.SCHEMA)
     insert = (
         "INSERT INTO jobs (kind, payload, state, attempts, visible_at, created_at)"
         " VALUES ('t', '{}', ?, 1, ?, ?)"
