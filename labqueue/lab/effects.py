@@ -1,13 +1,14 @@
 """Notebook 05: the job's database effect inside the completing transaction.
 
-The course's fixed timeline lives in labqueue.walks (effect_separate, effect_together).
-Here the same grant job is replayed with a stall the learner chooses, step by step,
-so the notebook can show the account after every step and in a widget.
+The notebook plays the tutorial's fixed timeline itself, on the learner's JobQueue. Here
+the same grant job is replayed with a stall the learner chooses, step by step, so the
+notebook can show the account after every step and in a widget. Every replay runs the
+JobQueue class it is given (the learner's); without one, the tutorial's
+(`labqueue.tutorial.jobqueue`, the same code as notebook 02's cells).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,12 +16,10 @@ import pandas as pd
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import Effect, Job, JobQueue
-from ..worker import error_text
+from ..tutorial.jobqueue import Job, JobQueue
 from .assets import figure_png, new_figure
-from .demo_handlers import LEDGER_TABLE, ledger_effect
 from .scratch import db_path
-from .walks import ADA_GRANT, LEASE, Folder, add_credits, credits, grant_queue
+from .walks import ACCOUNTS_TABLE, ADA_GRANT, LEASE, Folder, add_credits, credits
 
 Design = Literal["separate", "together"]
 DESIGNS: tuple[Design, ...] = ("separate", "together")
@@ -40,6 +39,18 @@ class Step:
     credits: int
 
 
+def grant_queue(
+    name: str, folder: Folder = None, queue_class: type | None = None
+) -> tuple[JobQueue, FakeClock]:
+    """A fresh queue of `queue_class` at t=0, with an empty accounts table and one job
+    granting ada 10 credits."""
+    clock = FakeClock(0.0)
+    q = (queue_class or JobQueue)(db_path(name, folder), lease_seconds=LEASE, clock=clock)
+    q.db.execute(ACCOUNTS_TABLE)
+    q.enqueue("grant", ADA_GRANT)
+    return q, clock
+
+
 def _finish(q: JobQueue, job: Job, design: Design) -> list[tuple[str, str]]:
     """One worker applies its effect and reports, the way `design` says to."""
     if design == "separate":
@@ -48,7 +59,9 @@ def _finish(q: JobQueue, job: Job, design: Design) -> list[tuple[str, str]]:
     return [("complete(effect)", str(q.complete(job, effect=add_credits(job))))]
 
 
-def replay(design: Design, stall_seconds: float = 40.0, folder: Folder = None) -> list[Step]:
+def replay(
+    design: Design, stall_seconds: float = 40.0, folder: Folder = None, queue_class: type | None = None
+) -> list[Step]:
     """worker-a claims the grant at t=0 and works for `stall_seconds`; worker-b looks
     for work at t=31. Returns every step with Ada's balance after it."""
     if design not in DESIGNS:
@@ -56,7 +69,7 @@ def replay(design: Design, stall_seconds: float = 40.0, folder: Folder = None) -
     ok = isinstance(stall_seconds, (int, float)) and not isinstance(stall_seconds, bool)
     if not ok or not 0 < stall_seconds < 1000:
         raise InvalidArgument(f"stall_seconds must be a number between 0 and 1000, got {stall_seconds!r}")
-    q, clock = grant_queue(f"effects_{design}", folder)
+    q, clock = grant_queue(f"effects_{design}", folder, queue_class)
     steps: list[Step] = [Step(0.0, "-", "before", "", credits(q))]
 
     def record(worker: str, outcomes: list[tuple[str, str]]) -> None:
@@ -80,7 +93,7 @@ def replay(design: Design, stall_seconds: float = 40.0, folder: Folder = None) -
             clock.now = float(stall_seconds)
             record("worker-a", _finish(q, a, design))
     finally:
-        q.close()
+        q.db.close()
     return steps
 
 
@@ -91,11 +104,13 @@ def steps_table(steps: list[Step]) -> pd.DataFrame:
     )
 
 
-def account_before_after(stall_seconds: float = 40.0, folder: Folder = None) -> pd.DataFrame:
+def account_before_after(
+    stall_seconds: float = 40.0, folder: Folder = None, queue_class: type | None = None
+) -> pd.DataFrame:
     """Ada's balance before the job and after both workers are done, per design."""
     rows = []
     for design in DESIGNS:
-        steps = replay(design, stall_seconds, folder)
+        steps = replay(design, stall_seconds, folder, queue_class)
         rows.append({"design": design, "before": steps[0].credits, "after": steps[-1].credits})
     return pd.DataFrame(rows).set_index("design")
 
@@ -122,73 +137,19 @@ def plot_account(table: pd.DataFrame, grant: int = GRANT):
     return fig
 
 
-# -- the effect that raises ---------------------------------------------------------
+# -- the effect that raises (notebook 05's exercise) -----------------------------------
 
 
 class LedgerClosed(RuntimeError):
     """The demo's failing effect: it has written its row, then gives up."""
 
 
-def failing_ledger_effect(job: Job) -> Effect:
-    """Write the ledger row, then raise: the row must not survive."""
-    write = ledger_effect(job)
-
-    def effect(db: sqlite3.Connection) -> None:
-        write(db)
-        raise LedgerClosed("the ledger is closed for the night")
-
-    return effect
-
-
-def _job_state(q: JobQueue, job_id: int) -> sqlite3.Row:
-    return q.db.execute(
-        "SELECT state, attempts, lease_token, last_error FROM jobs WHERE id = ?", (job_id,)
-    ).fetchone()
-
-
-def effect_that_raises(folder: Folder = None) -> dict[str, object]:
-    """An effect that raises after writing: complete() rolls everything back, the job
-    stays running under the same lease, and fail() then records the error."""
-    clock = FakeClock(0.0)
-    q = JobQueue(db_path("effects_raises", folder), lease_seconds=LEASE_SECONDS, clock=clock, rng=lambda: 0.5)
-    try:
-        q.db.execute(LEDGER_TABLE)
-        q.enqueue("ledger", {})
-        (job,) = q.claim("worker-a")
-        try:
-            q.complete(job, effect=failing_ledger_effect(job))
-            raised = "nothing"
-        except LedgerClosed as exc:
-            raised = error_text(exc)
-        ledger_rows = q.db.execute("SELECT COUNT(*) AS n FROM ledger").fetchone()["n"]
-        during = _job_state(q, job.id)
-        print("complete(effect) raised:", raised)
-        print("ledger rows:", ledger_rows)
-        token = "set" if during["lease_token"] else "none"
-        print(f"job {job.id}: state={during['state']} attempts={during['attempts']} token={token}")
-        outcome = q.fail(job, raised)
-        print("fail() returned:", outcome)
-        after = _job_state(q, job.id)
-        state = f"state={after['state']} attempts={after['attempts']}"
-        print(f"job {job.id}: {state} last_error={after['last_error']}")
-        return {
-            "raised": raised,
-            "ledger_rows": ledger_rows,
-            "state_after_raise": during["state"],
-            "token_kept": during["lease_token"] == job.lease_token,
-            "fail": outcome,
-            "state_after_fail": after["state"],
-            "last_error": after["last_error"],
-        }
-    finally:
-        q.close()
-
-
 # -- the widget ----------------------------------------------------------------------
 
 
-def effects_panel(folder: Folder = None):
-    """Choose the design and how long worker-a stalls; see every step and the balance."""
+def effects_panel(folder: Folder = None, queue_class: type | None = None):
+    """Choose the design and how long worker-a stalls; see every step and the balance,
+    replayed on `queue_class` (the learner's JobQueue)."""
     import ipywidgets as widgets
 
     design = widgets.ToggleButtons(
@@ -211,9 +172,9 @@ def effects_panel(folder: Folder = None):
             summary.value = "<b>interrupted</b>: move a control to replay"
 
     def draw() -> None:
-        steps = replay(design.value, stall.value, folder)
+        steps = replay(design.value, stall.value, folder, queue_class)
         lease_note = "after" if stall.value >= WORKER_B_POLLS_AT else "before"
-        picture.value = figure_png(plot_account(account_before_after(stall.value, folder)))
+        picture.value = figure_png(plot_account(account_before_after(stall.value, folder, queue_class)))
         table.value = steps_table(steps).to_html(index=False, border=0)
         summary.value = (  # last, so the sentence never describes an older chart
             f"<b>worker-a wakes up at t={stall.value:.0f} s, {lease_note} worker-b looks for work "

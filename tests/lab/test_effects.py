@@ -6,6 +6,7 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import effects
+from labqueue.tutorial.jobqueue import JobQueue
 
 
 def test_stale_worker_credits_twice_only_with_separate_commits(tmp_path):
@@ -42,14 +43,18 @@ def test_bad_input_is_named(tmp_path, bad):
         effects.replay(design, stall, tmp_path)
 
 
-def test_an_effect_that_raises_rolls_back_and_the_job_can_still_fail(tmp_path, capsys):
-    result = effects.effect_that_raises(tmp_path)
-    assert result["ledger_rows"] == 0
-    assert result["state_after_raise"] == "running"
-    assert result["token_kept"] is True
-    assert result["fail"] == "queued"
-    assert result["last_error"].startswith("LedgerClosed")
-    assert "ledger rows: 0" in capsys.readouterr().out
+def test_the_replay_runs_the_class_it_is_given(tmp_path):
+    class EffectFirst(JobQueue):
+        """A complete() that runs the effect before its fence: the stale worker's credits land."""
+
+        def complete(self, job, effect=None):
+            if effect is not None:
+                effect(self.db)
+            return super().complete(job)
+
+    steps = effects.replay("together", 40, tmp_path, queue_class=EffectFirst)
+    assert steps[-1].credits == 20
+    assert effects.replay("together", 40, tmp_path)[-1].credits == 10, "the tutorial's complete()"
 
 
 def test_panel_shows_a_replay_at_once_and_follows_its_controls(tmp_path):

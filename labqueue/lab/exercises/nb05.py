@@ -4,7 +4,8 @@ The learner writes ``finish(q, job, effect)``, what a worker does once its handl
 returned the grant's effect. The checker plays two timelines on a fake clock with it:
 the stale worker of notebook 04 (Ada must end with one grant, 10 credits), and an effect
 that writes and then raises (nothing may stay written, and the job must still be the
-worker's, so ``fail()`` can schedule the retry).
+worker's, so ``fail()`` can schedule the retry). Both run on the JobQueue class the
+notebook passes (the learner's); without one, the tutorial's.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ...queue import Effect, Job, JobQueue
-from ..effects import LedgerClosed
-from ..walks import LEASE, add_credits, credits, grant_queue
+from ...tutorial.jobqueue import Job, JobQueue
+from ..effects import LedgerClosed, grant_queue
+from ..walks import LEASE, add_credits, credits
 from . import Verdict, not_yet, passed
 
+Effect = Callable[[sqlite3.Connection], object]
 Finish = Callable[[JobQueue, Job, Effect], object]
 
 
@@ -49,10 +51,10 @@ def _credits_then_raise(job: Job) -> Effect:
     return effect
 
 
-def _stale_worker(finish: Finish, folder: Path) -> str | None:
+def _stale_worker(finish: Finish, folder: Path, queue_class: type | None) -> str | None:
     """worker-a stalls past its lease; worker-b takes over at t=31 and finishes first."""
-    q, clock = grant_queue("nb05_stale", folder)
-    with q:
+    q, clock = grant_queue("nb05_stale", folder, queue_class)
+    try:
         (a,) = q.claim("worker-a")
         clock.now = LEASE + 1
         (b,) = q.claim("worker-b")
@@ -60,6 +62,8 @@ def _stale_worker(finish: Finish, folder: Path) -> str | None:
         clock.now = 40.0
         said_a = finish(q, a, add_credits(a))
         balance = credits(q)
+    finally:
+        q.db.close()
     if balance != 10:
         why = "the stale worker's credits landed too" if balance > 10 else "worker-b's grant must land"
         return (
@@ -71,19 +75,23 @@ def _stale_worker(finish: Finish, folder: Path) -> str | None:
     return None
 
 
-def _effect_raises(finish: Finish, folder: Path) -> str | None:
+def _effect_raises(finish: Finish, folder: Path, queue_class: type | None) -> str | None:
     """The grant writes the credits, then raises: nothing may stay, and the job stays ours."""
-    q, _clock = grant_queue("nb05_raises", folder)
-    with q:
+    q, _clock = grant_queue("nb05_raises", folder, queue_class)
+    try:
         (a,) = q.claim("worker-a")
         raised = "nothing"
         try:
             finish(q, a, _credits_then_raise(a))
         except LedgerClosed as exc:
             raised = f"{type(exc).__name__}: {exc}"
+        if q.db.in_transaction:  # a finish that left its transaction open: end it as a crash would
+            q.db.execute("ROLLBACK")
         balance = credits(q)
-        state = q.job(a.id).state
+        (state,) = q.db.execute("SELECT state FROM jobs WHERE id = ?", (a.id,)).fetchone()
         retry = q.fail(a, raised) if state == "running" else None
+    finally:
+        q.db.close()
     if state != "running":
         return (
             f"the grant's effect raised ({raised}), yet the job is {state} (ada has {balance} credits): "
@@ -99,15 +107,16 @@ def _effect_raises(finish: Finish, folder: Path) -> str | None:
     return None
 
 
-def check_finish(finish: object) -> Verdict:
+def check_finish(finish: object, queue_class: type | None = None) -> Verdict:
     """Passes when `finish(q, job, effect)` lets only the lease holder's effect land, and
-    an effect that raises leaves no trace and the job still leased to its worker."""
+    an effect that raises leaves no trace and the job still leased to its worker. The
+    timelines run on `queue_class`, the learner's JobQueue (the tutorial's without one)."""
     if not callable(finish):
         return not_yet(f"finish must be a function finish(q, job, effect), got {finish!r}")
     try:
         with tempfile.TemporaryDirectory(prefix="nb05_") as scratch:
             for timeline in (_stale_worker, _effect_raises):
-                problem = timeline(finish, Path(scratch))
+                problem = timeline(finish, Path(scratch), queue_class)
                 if problem:
                     return not_yet(problem)
     except Exception as exc:  # the learner's code raised: report it, never raise it
