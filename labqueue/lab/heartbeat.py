@@ -3,6 +3,10 @@
 Two worker threads share one job. A sampler thread reads the job's row every few
 milliseconds from its own connection, so the timeline plot shows the lease
 deadline as the database held it, not as the workers believed it to be.
+
+Every run takes the JobQueue and KeepAlive classes to use: notebook 06 passes the
+learner's (its cells' heartbeat and KeepAlive); without them, the tutorial's
+(`labqueue.tutorial`, the same code as the notebook's cells).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InvalidArgument
-from ..keepalive import KeepAlive
-from ..queue import Job, JobQueue
+from ..tutorial.jobqueue import Job, JobQueue
+from ..tutorial.keepalive import KeepAlive
 from .assets import figure_png, new_figure
 from .scratch import db_path
 from .walks import Folder
@@ -31,6 +35,16 @@ SECOND_WORKER_DELAY = 0.3
 
 #: A handler of one's own for scenario(): handler(path, job, lease, work), run in the worker's thread.
 Handler = Callable[[Path, Job, float, float], object]
+
+
+@contextlib.contextmanager
+def _opened(queue_class: type | None, path: Path, **settings: object) -> Iterator[JobQueue]:
+    """A queue of `queue_class` (the tutorial's by default) whose connection is closed after."""
+    q = (queue_class or JobQueue)(path, **settings)
+    try:
+        yield q
+    finally:
+        q.db.close()
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,7 @@ class Run:
     beats: int | None = None
     lost: bool = False
     lost_after: float | None = None
+    extended: bool = False  # lost_lease(): w1's beats moved w2's lease deadline
     empty_polls: dict[str, list[float]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     deadline: list[tuple[float, float, str]] = field(default_factory=list)  # (t, deadline, worker)
@@ -101,13 +116,16 @@ def scenario(
     second_worker_delay: float = SECOND_WORKER_DELAY,
     folder: Folder = None,
     handler: Handler | None = None,
+    queue_class: type | None = None,
+    keepalive_class: type | None = None,
 ) -> Run:
     """One 'report' job, worker w1 from t=0 and w2 from `second_worker_delay`. Each
     works on the first job it gets for `work` seconds (with a KeepAlive if
     `heartbeat`), then reports. w2 gives up once the job is finished.
 
     `handler(path, job, lease, work)`, if given, is the work instead (notebook 06's
-    exercise): it runs in the worker's thread and decides itself whether to beat."""
+    exercise): it runs in the worker's thread and decides itself whether to beat.
+    `queue_class` and `keepalive_class` are the learner's JobQueue and KeepAlive."""
     lease = _check_seconds("lease", lease, 0.1, 30)
     work = _check_seconds("work", work, 0.0, 60)
     if interval is not None:
@@ -115,7 +133,8 @@ def scenario(
     name = "keepalive" if heartbeat else "no_heartbeat"
     run = Run(name, lease, work, heartbeat, interval if heartbeat else None)
     path = db_path(f"heartbeat_{name}", folder)
-    with JobQueue(path, lease_seconds=lease) as q:
+    keepalive = keepalive_class or KeepAlive
+    with _opened(queue_class, path, lease_seconds=lease) as q:
         q.enqueue("report", {})
     lock = threading.Lock()
     horizon = work * 2 + lease + 2.0  # a safety stop; normally the job finishes long before
@@ -140,7 +159,7 @@ def scenario(
 
     def work_on_one_job(worker_id: str, start_delay: float) -> None:
         time.sleep(start_delay)
-        with JobQueue(path, lease_seconds=lease, schema=None) as wq:  # one connection per thread
+        with _opened(queue_class, path, lease_seconds=lease, schema=None) as wq:  # one connection per thread
             job = next_job(wq, worker_id)
             if job is None:
                 return
@@ -150,7 +169,7 @@ def scenario(
             if handler is not None:
                 handler(path, job, lease, work)
             else:
-                guard = KeepAlive(path, job, lease_seconds=lease, interval=interval) if heartbeat else None
+                guard = keepalive(path, job, lease_seconds=lease, interval=interval) if heartbeat else None
                 with guard or contextlib.nullcontext():
                     time.sleep(work)  # the handler's "work"
                 if guard is not None:
@@ -170,10 +189,17 @@ def scenario(
 
 
 def lost_lease(
-    *, lease: float = 1.0, interval: float = 0.2, takeover_after: float = 0.5, folder: Folder = None
+    *,
+    lease: float = 1.0,
+    interval: float = 0.2,
+    takeover_after: float = 0.5,
+    folder: Folder = None,
+    queue_class: type | None = None,
+    keepalive_class: type | None = None,
 ) -> Run:
     """w1 works under a KeepAlive; at `takeover_after` w2 claims the job as though w1 had
-    stalled past its lease. Returns when w1's heartbeat has noticed (or after 3 s)."""
+    stalled past its lease. Returns when w1's heartbeat has noticed (or after 3 s).
+    `run.extended` says whether w1's beats moved w2's lease (a heartbeat without the fence)."""
     lease = _check_seconds("lease", lease, 0.1, 30)
     interval = _check_seconds("interval", interval, 0.01, lease)
     run = Run("lost", lease, takeover_after, True, interval)
@@ -182,9 +208,14 @@ def lost_lease(
     # its claim finds the lease ended in the same statement that takes the job, so no
     # heartbeat can slip in between (an UPDATE of visible_at first would race with one).
     ahead = lease + 1.0
+    keepalive = keepalive_class or KeepAlive
+
+    def ahead_clock() -> float:
+        return time.time() + ahead
+
     with (
-        JobQueue(path, lease_seconds=lease) as q,
-        JobQueue(path, lease_seconds=lease, schema=None, clock=lambda: time.time() + ahead) as other,
+        _opened(queue_class, path, lease_seconds=lease) as q,
+        _opened(queue_class, path, lease_seconds=lease, schema=None, clock=ahead_clock) as other,
     ):
         q.enqueue("report", {})
         t0 = time.time()
@@ -192,9 +223,10 @@ def lost_lease(
             (job,) = q.claim("w1")
             run.events.append(Event(time.time() - t0, "w1", f"claim (attempt {job.attempts})"))
             run.runs.append(f"w1 attempt {job.attempts}")
-            with KeepAlive(path, job, lease_seconds=lease, interval=interval) as hb:
+            with keepalive(path, job, lease_seconds=lease, interval=interval) as hb:
                 time.sleep(takeover_after)
                 (taken,) = other.claim("w2")
+                (w2_deadline,) = q.db.execute("SELECT visible_at FROM jobs WHERE id = 1").fetchone()
                 run.events.append(Event(time.time() - t0, "w2", f"claim (attempt {taken.attempts})"))
                 run.runs.append(f"w2 attempt {taken.attempts}")
                 while not hb.lost.is_set() and time.time() - t0 < takeover_after + 3:
@@ -203,6 +235,8 @@ def lost_lease(
                 run.lost_after = time.time() - t0
                 run.events.append(Event(run.lost_after, "w1", f"heartbeat refused, lost={run.lost}"))
             run.beats = hb.beats
+            (deadline_now,) = q.db.execute("SELECT visible_at FROM jobs WHERE id = 1").fetchone()
+            run.extended = deadline_now != w2_deadline  # only w2 itself may move its deadline
             run.completes["w2"] = other.complete(taken)
     return run
 
@@ -212,7 +246,8 @@ def describe(run: Run) -> list[str]:
     if run.name == "lost":
         w2 = run.runs[-1].split()[-1]
         seen = f"w1 saw lost={run.lost} after {run.lost_after:.1f}s"
-        return [f"w2 holds the job (attempt {w2}); {seen} and stops working"]
+        then = "stops working" if run.lost else "keeps working on a job that is not its own"
+        return [f"w2 holds the job (attempt {w2}); {seen} and {then}"]
     lines = [f"handler ran {len(run.runs)} time(s): {', '.join(run.runs)}"]
     for worker_id in sorted(run.completes):
         beats = f" heartbeats={run.beats}" if run.heartbeat and worker_id == "w1" else ""
@@ -285,17 +320,29 @@ def plot_timeline(runs: list[Run]):
     return fig
 
 
-def run_pair(lease: float, work: float, folder: Folder = None) -> list[Run]:
+def run_pair(
+    lease: float,
+    work: float,
+    folder: Folder = None,
+    queue_class: type | None = None,
+    keepalive_class: type | None = None,
+) -> list[Run]:
     """The two scenarios the widget compares, with the same lease and work length."""
+    classes = {"queue_class": queue_class, "keepalive_class": keepalive_class}
     return [
-        scenario(False, lease=lease, work=work, folder=folder),
-        scenario(True, lease=lease, work=work, folder=folder),
+        scenario(False, lease=lease, work=work, folder=folder, **classes),
+        scenario(True, lease=lease, work=work, folder=folder, **classes),
     ]
 
 
-def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
+def heartbeat_panel(
+    initial: list[Run] | None = None,
+    folder: Folder = None,
+    queue_class: type | None = None,
+    keepalive_class: type | None = None,
+):
     """Sliders for the lease and the work; the button runs both scenarios (real threads,
-    so it takes about as long as the work does, twice)."""
+    so it takes about as long as the work does, twice) on the classes given."""
     import ipywidgets as widgets
 
     lease = widgets.FloatSlider(value=1.0, min=0.2, max=3.0, step=0.1, description="lease (s)")
@@ -314,7 +361,7 @@ def heartbeat_panel(initial: list[Run] | None = None, folder: Folder = None):
         button.disabled = True
         status.value = f"running: lease {lease.value:.1f} s, work {work.value:.1f} s …"
         try:
-            runs = run_pair(lease.value, work.value, folder)
+            runs = run_pair(lease.value, work.value, folder, queue_class, keepalive_class)
             show(runs, f"<b>lease {lease.value:.1f} s, work {work.value:.1f} s</b>")
         except KeyboardInterrupt:  # the kernel was interrupted: the worker threads have ended
             status.value = "<b>interrupted</b>: press the button to run both scenarios again"

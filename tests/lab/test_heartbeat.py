@@ -6,6 +6,8 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import heartbeat
+from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.keepalive import KeepAlive
 
 LEASE, WORK = 0.3, 0.9  # a job three leases long, as in the notebook but shorter
 
@@ -35,6 +37,29 @@ def test_a_lost_lease_is_noticed(tmp_path):
     assert run.runs == ["w1 attempt 1", "w2 attempt 2"]
     assert run.completes == {"w2": True}
     assert "lost=True" in heartbeat.describe(run)[0]
+
+
+def test_a_heartbeat_without_the_fence_never_notices_and_moves_the_new_lease(tmp_path):
+    class Unfenced(JobQueue):
+        def heartbeat(self, job):  # the token condition left out
+            cur = self.db.execute(
+                "UPDATE jobs SET visible_at = ? WHERE id = ? AND state = 'running'",
+                (self.clock() + self.lease_seconds, job.id),
+            )
+            return cur.rowcount == 1
+
+    class UnfencedKeepAlive(KeepAlive):
+        def _beat(self):  # KeepAlive's loop, on the unfenced queue
+            q = Unfenced(self.path, lease_seconds=self.lease_seconds, schema=None)
+            while not self._stop.wait(self.interval) and q.heartbeat(self.job):
+                self.beats += 1
+            q.db.close()
+
+    run = heartbeat.lost_lease(
+        lease=LEASE, interval=0.05, takeover_after=0.1, folder=tmp_path,
+        queue_class=Unfenced, keepalive_class=UnfencedKeepAlive,
+    )
+    assert run.lost is False and run.extended is True
 
 
 def test_table_and_plot(tmp_path):

@@ -3,7 +3,9 @@
 The learner writes the handler, ``handler(path, job, lease, work)``: it must do its
 work (sleep for ``work`` seconds, three times the lease) and keep the job's lease alive
 while it does. The checker runs the notebook's two-worker experiment with it, on real
-threads: w1 takes the job and runs the handler, w2 polls from 0.3 s on.
+threads: w1 takes the job and runs the handler, w2 polls from 0.3 s on. The workers claim
+and complete with the JobQueue class the notebook passes (the learner's, whose heartbeat the
+learner's KeepAlive calls); without one, the tutorial's.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from ...keepalive import KeepAlive
-from ...queue import Job, JobQueue
+from ...tutorial.jobqueue import Job, JobQueue
+from ...tutorial.keepalive import KeepAlive
 from .. import heartbeat
 from . import Verdict, not_yet, passed
 
@@ -33,14 +35,18 @@ def answer_handler(path: Path, job: Job, lease: float, work: float) -> None:
 
 def wrong_handler(path: Path, job: Job, lease: float, work: float) -> None:
     """One heartbeat before the work: the lease is pushed out once, then runs out anyway."""
-    with JobQueue(path, lease_seconds=lease, schema=None) as q:
-        q.heartbeat(job)
+    q = JobQueue(path, lease_seconds=lease, schema=None)
+    q.heartbeat(job)
+    q.db.close()
     time.sleep(work)
 
 
-def check_handler(handler: object, *, lease: float = LEASE, work: float = WORK) -> Verdict:
+def check_handler(
+    handler: object, queue_class: type | None = None, *, lease: float = LEASE, work: float = WORK
+) -> Verdict:
     """Passes when the job ran once, w1's completion was accepted, and each run of the
-    handler really worked for `work` seconds (a handler that skips the work proves nothing)."""
+    handler really worked for `work` seconds (a handler that skips the work proves nothing).
+    The workers use `queue_class`, the learner's JobQueue (the tutorial's without one)."""
     if not callable(handler):
         return not_yet(f"handler must be a function handler(path, job, lease, work), got {handler!r}")
     durations: list[float] = []
@@ -60,7 +66,9 @@ def check_handler(handler: object, *, lease: float = LEASE, work: float = WORK) 
 
     try:
         with tempfile.TemporaryDirectory(prefix="nb06_") as scratch:
-            run = heartbeat.scenario(False, lease=lease, work=work, folder=scratch, handler=timed)
+            run = heartbeat.scenario(
+                False, lease=lease, work=work, folder=scratch, handler=timed, queue_class=queue_class
+            )
     except Exception as exc:  # a checker reports, it never raises at the learner
         if exc in raised:
             return not_yet(f"your handler raised {type(exc).__name__}: {exc}")
