@@ -1,15 +1,18 @@
 """Notebook 07: full-jitter backoff, dead letters, and the job that kills its worker.
 
-The delays come from JobQueue.backoff_delay itself, so the plot shows the
-package's formula, not a copy of it. The poison rounds start real worker
-processes; the design that never stops is simulated on a fake clock.
+The delays come from the learner's own fail(): each always-failing job is claimed and
+failed on a fake clock, and its delay read back from visible_at, so the plot shows the
+formula the learner's queue runs. The poison rounds start real worker processes on the
+learner's code (`code=`, the notebook's workspace folder).
 """
 
 from __future__ import annotations
 
-import itertools
+import os
 import random
+import sqlite3
 import time
+from contextlib import closing
 from dataclasses import dataclass
 
 import pandas as pd
@@ -17,11 +20,11 @@ import pandas as pd
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..procs import kill_tree
-from ..queue import JobQueue
+from ..tutorial import process
+from ..tutorial.jobqueue import JobQueue
 from .assets import figure_png, new_figure
-from .demo_handlers import start_demo_worker
 from .scratch import db_path
-from .walks import ONE_ROW, Folder
+from .walks import Folder
 
 # -- full jitter ---------------------------------------------------------------------
 
@@ -42,6 +45,11 @@ def _whole(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def ceiling(attempts: int, base: float, cap: float) -> float:
+    """The tutorial's ceiling after failed attempt `attempts`: min(cap, base * 2 ** (attempts - 1))."""
+    return min(cap, base * 2 ** (attempts - 1))
+
+
 def jitter_delays(
     n_jobs: int = JITTER_JOBS,
     *,
@@ -50,26 +58,33 @@ def jitter_delays(
     max_attempts: int = 8,
     seed: int = 7,
     folder: Folder = None,
+    queue_class: type | None = None,
 ) -> pd.DataFrame:
     """The retry delay after each failed attempt, for `n_jobs` jobs that fail every
-    time: one row per (job, attempt), with the attempt's ceiling. The last attempt
-    has no retry (the job is dead), so attempts run 1 to max_attempts - 1."""
+    time, as `queue_class`'s fail() schedules it (the learner's JobQueue; the tutorial's
+    without one): one row per (job, attempt), with the tutorial's ceiling for the attempt.
+    The last attempt has no retry (the job is dead), so attempts run 1 to max_attempts - 1."""
     n_jobs = _whole("n_jobs", n_jobs, 1, 100_000)
     base = _number("base", base, 0.001, 3600)
     cap = _number("cap", cap, 0.001, 86_400)
     max_attempts = _whole("max_attempts", max_attempts, 2, 30)
-    settings = dict(backoff_base=base, backoff_cap=cap, max_attempts=max_attempts, schema=None)
+    clock = FakeClock(0.0)
     path = db_path("retries_jitter", folder)
-    # rng=1.0 turns the package's own formula into the ceiling it draws under.
-    with (
-        JobQueue(path, rng=random.Random(seed).random, **settings) as q,
-        JobQueue(path, rng=lambda: 1.0, **settings) as top,
-    ):
-        rows = [
-            (job, attempt, top.backoff_delay(attempt), q.backoff_delay(attempt))
-            for job in range(n_jobs)
-            for attempt in range(1, max_attempts)
-        ]
+    settings = {"backoff_base": base, "backoff_cap": cap, "max_attempts": max_attempts}
+    q = (queue_class or JobQueue)(path, clock=clock, rng=random.Random(seed).random, **settings)
+    rows = []
+    try:
+        q.enqueue_many("always_fails", [{}] * n_jobs)
+        for attempt in range(1, max_attempts):
+            jobs = q.claim("jitter", limit=n_jobs)
+            for job in jobs:
+                q.fail(job, "ValueError: always fails")
+            due = dict(q.db.execute("SELECT id, visible_at FROM jobs WHERE state = 'queued'").fetchall())
+            top = ceiling(attempt, base, cap)
+            rows += [(job.id, attempt, top, due.get(job.id, clock.now) - clock.now) for job in jobs]
+            clock.now = max(due.values(), default=clock.now) + 1.0  # every retry is due again
+    finally:
+        q.db.close()
     return pd.DataFrame(rows, columns=["job", "attempt", "ceiling (s)", "delay (s)"])
 
 
@@ -107,8 +122,9 @@ def plot_jitter(delays: pd.DataFrame):
     return fig
 
 
-def jitter_panel(n_jobs: int = JITTER_JOBS, folder: Folder = None):
-    """Sliders for base, cap and max attempts; the plot and table follow them."""
+def jitter_panel(n_jobs: int = JITTER_JOBS, folder: Folder = None, queue_class: type | None = None):
+    """Sliders for base, cap and max attempts; the plot and table of `queue_class`'s delays
+    (the learner's JobQueue) follow them."""
     import ipywidgets as widgets
 
     style = {"description_width": "initial"}
@@ -134,7 +150,12 @@ def jitter_panel(n_jobs: int = JITTER_JOBS, folder: Folder = None):
     def draw() -> None:
         note.value = f"{n_jobs} jobs that always fail: one dot per job and failed attempt"
         delays = jitter_delays(
-            n_jobs, base=base.value, cap=cap.value, max_attempts=attempts.value, folder=folder
+            n_jobs,
+            base=base.value,
+            cap=cap.value,
+            max_attempts=attempts.value,
+            folder=folder,
+            queue_class=queue_class,
         )
         table.value = jitter_summary(delays).reset_index().to_html(index=False, border=0)
         picture.value = figure_png(plot_jitter(delays))
@@ -164,65 +185,41 @@ class Round:
 
 
 def poison_rounds(
-    *, lease: float = 0.5, max_attempts: int = 3, idle_exit: float = 0.5, folder: Folder = None
+    *,
+    lease: float = 0.5,
+    max_attempts: int = 3,
+    idle_exit: float = 0.5,
+    folder: Folder = None,
+    code: str | os.PathLike[str] | None = None,
+    rounds: int | None = None,
 ) -> list[Round]:
     """One 'poison' job, whose handler kills its own process. Starts a fresh worker
-    process per round, waits for it to die (or leave), then for the lease to run out,
-    until a round finds the job dead. Attempts are counted at claim time, so it ends."""
+    process per round, running the tutorial's worker on the code in folder `code` (the
+    learner's workspace; the course's without it), waits for it to die (or leave), then
+    for the lease to run out, until a round finds the job no longer running, or after
+    `rounds` rounds (max_attempts + 1 unless given)."""
     lease = _number("lease", lease, 0.1, 30)
     max_attempts = _whole("max_attempts", max_attempts, 1, 10)
+    rounds = max_attempts + 1 if rounds is None else _whole("rounds", rounds, 1, 20)
     path = db_path("poison", folder)
-    rounds: list[Round] = []
-    with JobQueue(path, lease_seconds=lease, max_attempts=max_attempts) as q:
-        q.enqueue("poison", {})
-        for number in range(1, max_attempts + 2):
-            proc = start_demo_worker(path, f"w{number}", lease, idle_exit)
+    q = JobQueue(path, lease_seconds=lease, max_attempts=max_attempts)
+    q.enqueue("poison", {})
+    q.db.close()
+    found: list[Round] = []
+    with closing(sqlite3.connect(str(path), timeout=30.0)) as db:
+        db.row_factory = sqlite3.Row
+        for number in range(1, rounds + 1):
+            proc = process.start_worker(path, f"w{number}", lease, idle_exit, code=code)
             try:
                 exit_code = proc.wait(timeout=60)
             finally:
                 kill_tree(proc)  # only does anything if the wait timed out
-            row = q.db.execute("SELECT state, attempts, last_error, visible_at FROM jobs").fetchone()
-            rounds.append(Round(number, exit_code, row["state"], row["attempts"], row["last_error"]))
+            row = db.execute("SELECT state, attempts, last_error, visible_at FROM jobs").fetchone()
+            found.append(Round(number, exit_code, row["state"], row["attempts"], row["last_error"]))
             if row["state"] != "running":
                 break
             time.sleep(max(0.0, row["visible_at"] - time.time()) + 0.05)  # until the lease has run out
-    return rounds
-
-
-# -- the design that never stops, on a fake clock ------------------------------------
-
-# The broken design: a claim that leaves `attempts` alone (only fail() would count, and
-# a worker that dies never calls it). Kept here, not in labqueue.sql, on purpose.
-UNCOUNTED_CLAIM = """
-UPDATE jobs
-   SET lease_token = 'uncounted', visible_at = :lease_end, state = 'running'
- WHERE visible_at <= :now AND state IN ('queued', 'running')
-"""
-UNCOUNTED_LINE = (
-    "handed out {handed} times in {rounds} rounds, state={state} attempts={attempts}: it would never stop"
-)
-
-
-def uncounted_crash_loop(
-    rounds: int = 6, *, lease: float = 1.0, max_attempts: int = 3, folder: Folder = None
-) -> list[int]:
-    """The same crash loop if attempts were counted only in fail(). Returns the running
-    total of hand-outs after each round, and prints the tutorial's summary line."""
-    rounds = _whole("rounds", rounds, 1, 10_000)
-    clock = FakeClock(0.0)
-    per_round: list[int] = []
-    with JobQueue(
-        db_path("poison_uncounted", folder), lease_seconds=lease, max_attempts=max_attempts, clock=clock
-    ) as q:
-        q.enqueue("poison", {})
-        for _ in range(rounds):
-            claimed = q.db.execute(UNCOUNTED_CLAIM, {"lease_end": clock.now + lease, "now": clock.now})
-            per_round.append(claimed.rowcount)
-            clock.advance(lease * 1.5)  # the worker died and nothing called fail(): the lease runs out
-        final = dict(q.db.execute(ONE_ROW, (1,)).fetchone())
-    totals = list(itertools.accumulate(per_round))
-    print(UNCOUNTED_LINE.format(handed=totals[-1], rounds=rounds, **final))
-    return totals
+    return found
 
 
 def poison_table(counted: list[Round], uncounted: list[int]) -> pd.DataFrame:
@@ -250,7 +247,7 @@ def plot_poison(counted: list[Round], uncounted: list[int], max_attempts: int):
         uncounted,
         "o--",
         color="#c44e52",
-        label="attempts counted in fail() (simulated)",
+        label="attempts counted in fail() (fake clock)",
     )
     ax.plot(
         [r.round for r in counted],

@@ -56,8 +56,12 @@ def test_a_heartbeat_without_the_fence_never_notices_and_moves_the_new_lease(tmp
             q.db.close()
 
     run = heartbeat.lost_lease(
-        lease=LEASE, interval=0.05, takeover_after=0.1, folder=tmp_path,
-        queue_class=Unfenced, keepalive_class=UnfencedKeepAlive,
+        lease=LEASE,
+        interval=0.05,
+        takeover_after=0.1,
+        folder=tmp_path,
+        queue_class=Unfenced,
+        keepalive_class=UnfencedKeepAlive,
     )
     assert run.lost is False and run.extended is True
 

@@ -1,4 +1,5 @@
-"""The retries lab: full-jitter delays, the poison job with real workers, the loop that never ends."""
+"""The retries lab: full-jitter delays from the learner's fail(), and the poison job with real workers
+running the learner's code."""
 
 from __future__ import annotations
 
@@ -6,7 +7,21 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import retries
-from labqueue.sql import LAST_ATTEMPT_EXPIRED
+from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.sections import package_text, split
+from labqueue.tutorial.workspace import Workspace
+
+LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
+
+
+def _workspace_with(folder, old, new):
+    """A workspace whose jobqueue.py has `old` replaced by `new` in notebook 02's claim cell,
+    saved the way a learner's edited cell is."""
+    ws = Workspace(folder)
+    (cell,) = [s.body for s in split(package_text("jobqueue"))[1] if "CLAIM = " in s.body]
+    assert old in cell
+    ws.save("# jobqueue.py\n" + cell.replace(old, new))
+    return ws.folder
 
 
 def test_delays_stay_under_a_doubling_capped_ceiling(tmp_path):
@@ -63,10 +78,24 @@ def test_a_poison_job_dies_after_max_attempts_with_real_workers(tmp_path):
     assert rounds[-1].last_error == LAST_ATTEMPT_EXPIRED
 
 
-def test_counting_only_in_fail_never_stops(tmp_path, capsys):
-    totals = retries.uncounted_crash_loop(10, folder=tmp_path)
-    assert totals == list(range(1, 11))
-    assert "state=running attempts=0: it would never stop" in capsys.readouterr().out
+def test_a_claim_that_counts_no_attempt_hands_the_poison_job_out_every_round(tmp_path):
+    # The learner's break on purpose: CLAIM without `attempts = attempts + 1`, run by the workers.
+    code = _workspace_with(tmp_path / "code", "attempts = attempts + 1,", "")
+    rounds = retries.poison_rounds(lease=0.3, max_attempts=2, idle_exit=0.3, folder=tmp_path, code=code)
+    assert [r.exit_code for r in rounds] == [1, 1, 1], "every round's worker got the job and died"
+    assert {(r.state, r.attempts) for r in rounds} == {("running", 0)}
+
+
+def test_the_delays_come_from_the_fail_of_the_class_given(tmp_path):
+    class NoJitter(JobQueue):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.rng = lambda: 1.0  # every delay is its ceiling
+
+    settings = {"base": 1.0, "cap": 4.0, "max_attempts": 5}
+    delays = retries.jitter_delays(5, folder=tmp_path, queue_class=NoJitter, **settings)
+    assert (delays["delay (s)"] == delays["ceiling (s)"]).all()
+    assert delays.groupby("attempt")["ceiling (s)"].first().tolist() == [1.0, 2.0, 4.0, 4.0]
 
 
 def test_poison_table_and_plot(tmp_path):

@@ -5,7 +5,8 @@
    12, with a uniform pick under the ceiling min(cap, base * 2 ** (attempts - 1)).
 2. ``check_poison_prediction``: choose max_attempts and predict in which round of the
    crash loop the poison job goes dead, and with how many attempts. The checker plays the
-   crash loop on a fake clock (a claim, no report, the lease runs out) and compares.
+   crash loop on a fake clock (a claim, no report, the lease runs out) with the JobQueue
+   class the notebook passes (the learner's; the tutorial's without one) and compares.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...clock import FakeClock
-from ...queue import JobQueue
+from ...tutorial.jobqueue import JobQueue
 from . import Verdict, not_yet, passed
 
 Backoff = Callable[[int, float, float, Callable[[], float]], float]
@@ -92,44 +93,59 @@ def check_backoff(backoff: object) -> Verdict:
                 )
     return passed(
         "every delay is one uniform draw times min(cap, base * 2 ** (attempts - 1)): full jitter, "
-        "the formula JobQueue.backoff_delay uses."
+        "the formula fail() uses."
     )
 
 
 # -- the poison job's crash loop, on a fake clock -------------------------------------------
 
 
-def crash_loop(max_attempts: int, *, lease: float = 1.0, folder: str | Path | None = None) -> list[dict]:
+def crash_loop(
+    max_attempts: int,
+    *,
+    lease: float = 1.0,
+    folder: str | Path | None = None,
+    queue_class: type | None = None,
+    rounds_at_most: int | None = None,
+) -> list[dict]:
     """One poison job: every round a fresh worker claims it and dies without reporting,
     then the lease runs out. Returns, per round, what the claim found and the job's row
-    afterwards, until a round's claim finds the job dead."""
+    afterwards, until a round's claim finds the job dead (or after `rounds_at_most`,
+    max_attempts + 1 unless given: a claim that counts no attempt never gets there)."""
     clock = FakeClock(0.0)
     rounds: list[dict] = []
+    row = "SELECT state, attempts, last_error FROM jobs WHERE id = 1"
     with tempfile.TemporaryDirectory(prefix="nb07_") as scratch:
         path = Path(folder or scratch) / "poison_prediction.db"
-        with JobQueue(path, lease_seconds=lease, max_attempts=max_attempts, clock=clock) as q:
+        q = (queue_class or JobQueue)(path, lease_seconds=lease, max_attempts=max_attempts, clock=clock)
+        try:
             q.enqueue("poison", {})
-            for number in range(1, max_attempts + 2):
+            for number in range(1, (rounds_at_most or max_attempts + 1) + 1):
                 got = q.claim(f"w{number}")  # the worker dies at once: nothing calls fail()
-                record = q.job(1)
+                state, attempts, last_error = q.db.execute(row).fetchone()
                 rounds.append(
                     {
                         "round": number,
                         "claimed": bool(got),
-                        "state": record.state,
-                        "attempts": record.attempts,
-                        "last_error": record.last_error,
+                        "state": state,
+                        "attempts": attempts,
+                        "last_error": last_error,
                     }
                 )
-                if record.state == "dead":
+                if state == "dead":
                     break
                 clock.advance(lease * 1.5)
+        finally:
+            q.db.close()
     return rounds
 
 
-def check_poison_prediction(max_attempts: object, dead_in_round: object, attempts: object) -> Verdict:
+def check_poison_prediction(
+    max_attempts: object, dead_in_round: object, attempts: object, queue_class: type | None = None
+) -> Verdict:
     """Passes when the learner predicted, for their max_attempts, the round whose claim
-    finds the poison job dead and the attempts it ends with."""
+    finds the poison job dead and the attempts it ends with, on `queue_class` (the
+    learner's JobQueue; the tutorial's without one)."""
     whole = [isinstance(v, int) and not isinstance(v, bool) for v in (max_attempts, dead_in_round, attempts)]
     if not all(whole):
         return not_yet(
@@ -138,8 +154,14 @@ def check_poison_prediction(max_attempts: object, dead_in_round: object, attempt
         )
     if not 1 <= max_attempts <= 10:
         return not_yet(f"pick max_attempts from 1 to 10, got {max_attempts}")
-    rounds = crash_loop(max_attempts)
+    rounds = crash_loop(max_attempts, queue_class=queue_class)
     last = rounds[-1]
+    if last["state"] != "dead":
+        return not_yet(
+            f"with max_attempts={max_attempts}, the job was still {last['state']} with "
+            f"attempts={last['attempts']} after {last['round']} rounds: your claim does not count "
+            "attempts (CLAIM must set attempts = attempts + 1), so the crash loop never ends."
+        )
     happened = (
         f"with max_attempts={max_attempts}, round {last['round']}'s claim found the job dead "
         f"with attempts={last['attempts']} ({last['last_error']})"
