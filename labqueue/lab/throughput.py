@@ -1,9 +1,12 @@
-"""Notebook 09: how many no-op jobs per second one SQLite file hands out and finishes.
+"""Notebook 09: how many no-op jobs per second one SQLite file hands out and finishes,
+on the learner's queue.
 
 Each run loads a fresh queue with no-op jobs and drains it with real worker processes
-(``labqueue.lab.throughput_worker``), all released at the same instant. The parent reads
-what they did from SQLite. Rounds are interleaved across configurations, so a burst of
-load on a shared machine hits every configuration alike, and the summary takes medians.
+(``labqueue.lab.throughput_worker``) that run the learner's `JobQueue` (``code=ws.folder``,
+the kernel's workspace; the course's copy without it) with the tutorial's drain: claim up
+to a batch, complete each job. All are released at the same instant; the parent reads what
+they did from SQLite. Rounds are interleaved across configurations, so a burst of load on a
+shared machine hits every configuration alike, and the summary takes medians.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,19 +25,22 @@ from typing import Any
 
 from .. import pool
 from ..errors import InvalidArgument
-from ..queue import SYNCHRONOUS_LEVELS, JobQueue
-from .assets import DPI, FIGSIZE, data_file, figure_png
+from ..tutorial import jobqueue as tutorial
+from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
 from .throughput_worker import RESULTS_TABLE
 
 TUTORIAL_JOBS = 10_000
-DEFAULT_JOBS = 600
+DEFAULT_JOBS = 400  # the FULL runs cost most: 400 jobs keep all 21 runs near ten seconds
 DEFAULT_ROUNDS = 3
 DATA_FILE = "throughput_tutorial.csv"
 RUN_TIMEOUT_SECONDS = 300.0
 POLL_SECONDS = 0.005
-SUM_RESULTS = "SELECT SUM(done), MAX(finished_at) FROM tp_results"
+SUM_RESULTS = "SELECT SUM(done), SUM(claims), MAX(finished_at) FROM tp_results"
+LEVELS_READ_BACK = "SELECT DISTINCT synchronous FROM tp_results"
 COUNT_UNDONE = "SELECT COUNT(*) FROM jobs WHERE state != 'done'"
+COUNT_CLAIMED_TWICE = "SELECT COUNT(*) FROM jobs WHERE attempts > 1"
+PRAGMA_LEVELS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 COUNT_ROWS = {"tp_ready": "SELECT COUNT(*) FROM tp_ready", "tp_results": "SELECT COUNT(*) FROM tp_results"}
 
 
@@ -50,15 +57,27 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidArgument(f"{name} must be a whole number of at least 1, got {value!r}")
-        if self.synchronous not in SYNCHRONOUS_LEVELS:
+        if self.synchronous not in tutorial.SYNCHRONOUS:
             raise InvalidArgument(
-                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {self.synchronous!r}"
+                f"synchronous must be one of {', '.join(tutorial.SYNCHRONOUS)}, got {self.synchronous!r}"
             )
 
     @property
     def label(self) -> str:
         return f"{self.workers} w, {self.per_claim}/claim, {self.synchronous}"
 
+
+# The notebook's default: 1, 2 and 4 workers claiming one job at a time, 1 and 4 claiming ten,
+# and 1 and 4 with every commit forced to disk.
+DEFAULT_CONFIGS: tuple[Config, ...] = (
+    Config(1, 1, "NORMAL"),
+    Config(2, 1, "NORMAL"),
+    Config(4, 1, "NORMAL"),
+    Config(1, 10, "NORMAL"),
+    Config(4, 10, "NORMAL"),
+    Config(1, 1, "FULL"),
+    Config(4, 1, "FULL"),
+)
 
 # The tutorial's seven configurations, in its order.
 TUTORIAL_CONFIGS: tuple[Config, ...] = (
@@ -74,11 +93,15 @@ TUTORIAL_CONFIGS: tuple[Config, ...] = (
 
 @dataclass(frozen=True)
 class Run:
-    """One measured drain."""
+    """One measured drain: its jobs, its time, how many claims handed jobs out, how many jobs
+    were handed out more than once, and the synchronous levels the workers' connections ran at."""
 
     config: Config
     jobs: int
     seconds: float
+    claims: int = 0
+    claimed_twice: int = 0
+    levels: tuple[str, ...] = ()
 
     @property
     def jobs_per_s(self) -> float:
@@ -86,10 +109,14 @@ class Run:
 
 
 def prepare(path: Path, n_jobs: int) -> None:
-    """A fresh queue of n_jobs no-op jobs, loaded in one transaction, plus the result tables."""
-    with JobQueue(path) as q:
+    """A fresh queue (the tutorial's schema) of n_jobs no-op jobs, loaded in one
+    transaction, plus the result tables."""
+    q = tutorial.JobQueue(path)
+    try:
         q.db.executescript(RESULTS_TABLE)
-        q.enqueue_many("noop", ({} for _ in range(n_jobs)))
+        q.enqueue_many("noop", [{} for _ in range(n_jobs)])
+    finally:
+        q.db.close()
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -98,18 +125,25 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
+def worker_command(name: str, code: str | os.PathLike[str] | None = None) -> list[str]:
+    """The command line of one draining process, on the workspace `code` if given."""
+    where = ["--code", str(code)] if code is not None else []
+    return [sys.executable, "-m", "labqueue.lab.throughput_worker", *where, name]
+
+
 class WorkerPool:
     """Draining processes kept alive across runs: a run uses the first `config.workers` of them.
 
     Each is ``python -m labqueue.lab.throughput_worker``, started from package code, so
-    this works the same under spawn, forkserver or fork; they are a labqueue.pool.WorkerPool
+    this works the same under spawn, forkserver or fork, and loads the learner's JobQueue
+    from the workspace `code` (``ws.folder``) when it starts; they are a labqueue.pool.WorkerPool
     that runs this lab's worker program and never restarts one. Use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: str | os.PathLike[str] | None = None) -> None:
         self.pool = pool.WorkerPool(
             None,
             0,
-            command=lambda name: [sys.executable, "-m", "labqueue.lab.throughput_worker", name],
+            command=lambda name: worker_command(name, code),
             popen_options={"stdin": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True},
         )
 
@@ -142,30 +176,35 @@ class WorkerPool:
             "per_claim": config.per_claim,
             "synchronous": config.synchronous,
             "go_file": str(go_file),
+            "max_claims": 2 * n_jobs,  # a queue that hands a job out twice still ends
         }
         for proc in self.procs[: config.workers]:
             proc.stdin.write(json.dumps(command) + "\n")
             proc.stdin.flush()
+        db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
         try:
-            with JobQueue(path, schema=None) as q:
-                self._wait_for_rows(q, "tp_ready", config.workers)
-                released = time.time()
-                go_file.touch()
-                self._wait_for_rows(q, "tp_results", config.workers)
-                done, finished = q.db.execute(SUM_RESULTS).fetchone()
-                left = q.db.execute(COUNT_UNDONE).fetchone()[0]
+            self._wait_for_rows(db, "tp_ready", config.workers)
+            released = time.time()
+            go_file.touch()
+            self._wait_for_rows(db, "tp_results", config.workers)
+            done, claims, finished = db.execute(SUM_RESULTS).fetchone()
+            left = db.execute(COUNT_UNDONE).fetchone()[0]
+            twice = db.execute(COUNT_CLAIMED_TWICE).fetchone()[0]
+            levels = sorted(PRAGMA_LEVELS.get(n, str(n)) for (n,) in db.execute(LEVELS_READ_BACK))
         finally:
+            db.close()
             go_file.unlink(missing_ok=True)
-        if done != n_jobs or left:
+        if left:
             raise RuntimeError(
-                f"{config.label}: workers finished {done} of {n_jobs} jobs, {left} left undone"
+                f"{config.label}: the workers stopped with {left} of {n_jobs} jobs not done "
+                f"({done} completions accepted): a claim found nothing while jobs were ready"
             )
-        return Run(config, n_jobs, finished - released)
+        return Run(config, done, finished - released, claims, twice, tuple(levels))
 
-    def _wait_for_rows(self, q: JobQueue, table: str, count: int) -> None:
+    def _wait_for_rows(self, db: sqlite3.Connection, table: str, count: int) -> None:
         deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
         statement = COUNT_ROWS[table]
-        while q.db.execute(statement).fetchone()[0] < count:
+        while db.execute(statement).fetchone()[0] < count:
             for proc in self.procs:
                 if proc.poll() is not None:
                     self._died(proc)
@@ -194,21 +233,28 @@ def _close_stdin(proc: subprocess.Popen) -> None:
             proc.stdin.close()
 
 
-def measure(config: Config, n_jobs: int = DEFAULT_JOBS, folder: str | os.PathLike[str] | None = None) -> Run:
-    """One run with a pool of its own."""
-    with WorkerPool() as pool:
+def measure(
+    config: Config,
+    n_jobs: int = DEFAULT_JOBS,
+    folder: str | os.PathLike[str] | None = None,
+    code: str | os.PathLike[str] | None = None,
+) -> Run:
+    """One run with a pool of its own, on the workspace `code` (the course's queue without it)."""
+    with WorkerPool(code) as pool:
         return pool.run(config, n_jobs, folder)
 
 
 def measure_all(
-    configs: Iterable[Config] = TUTORIAL_CONFIGS,
+    configs: Iterable[Config] = DEFAULT_CONFIGS,
     n_jobs: int = DEFAULT_JOBS,
     rounds: int = DEFAULT_ROUNDS,
     folder: str | os.PathLike[str] | None = None,
     progress: bool = True,
     on_run: Callable[[Run], None] | None = None,
+    code: str | os.PathLike[str] | None = None,
 ) -> Any:
-    """Every config, `rounds` times, round-robin, with one pool of workers. One pandas row per run."""
+    """Every config, `rounds` times, round-robin, with one pool of workers running the
+    workspace `code` (``ws.folder``; the course's queue without it). One pandas row per run."""
     import pandas as pd
     from tqdm.auto import tqdm
 
@@ -218,7 +264,8 @@ def measure_all(
     if not configs:
         raise InvalidArgument("configs must name at least one configuration, got an empty list")
     rows = []
-    with WorkerPool() as pool, tqdm(total=rounds * len(configs), desc="runs", disable=not progress) as bar:
+    bar = tqdm(total=rounds * len(configs), desc="runs", disable=not progress)
+    with WorkerPool(code) as pool, bar:
         for round_no in range(1, rounds + 1):
             for config in configs:
                 run = pool.run(config, n_jobs, folder)
@@ -240,6 +287,9 @@ def _row(run: Run, round_no: int) -> dict[str, Any]:
         "jobs": run.jobs,
         "seconds": round(run.seconds, 3),
         "jobs_per_s": round(run.jobs_per_s),
+        "jobs_per_claim": round(run.jobs / run.claims, 2) if run.claims else 0.0,
+        "claimed_twice": run.claimed_twice,
+        "synchronous_read_back": "/".join(run.levels),
     }
 
 
@@ -276,10 +326,9 @@ def median_of(summary: Any, config: Config) -> float:
 
 def plot(summary: Any, title: str = "No-op jobs drained per second"):
     """Grouped bars: this machine's median beside the tutorial's Windows figure, per config."""
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    fig, ax = new_figure()
     x = np.arange(len(summary))
     width = 0.4
     here = summary["jobs_per_s"].to_numpy(dtype=float)
@@ -292,12 +341,13 @@ def plot(summary: Any, title: str = "No-op jobs drained per second"):
     ax.set_xlabel("workers, jobs per claim, synchronous")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, frameon=False)
-    plt.close(fig)
     return fig
 
 
 def fsync_seconds(folder: str | os.PathLike[str] | None = None, rounds: int = 200) -> float:
-    """The median cost of one small write plus fsync here: what FULL adds to each commit."""
+    """The median cost of one small write plus fsync here: what FULL adds to each commit.
+    The page is written over in place, as a WAL file is once a checkpoint has reset it, so
+    the file's size (and the metadata a growing file must sync too) does not change."""
     import statistics
 
     rounds = _positive_int("rounds", rounds)
@@ -305,9 +355,11 @@ def fsync_seconds(folder: str | os.PathLike[str] | None = None, rounds: int = 20
     samples = []
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        for _ in range(rounds):
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+        for n in range(rounds):
             started = time.perf_counter()
-            os.write(fd, b"\0" * 4096)
+            os.pwrite(fd, bytes([n % 256]) * 4096, 0)
             os.fsync(fd)
             samples.append(time.perf_counter() - started)
     finally:
@@ -319,13 +371,19 @@ def fsync_seconds(folder: str | os.PathLike[str] | None = None, rounds: int = 20
 class ThroughputLab:
     """The state behind the widget panel: the learner's own runs, kept in order."""
 
-    def __init__(self, baseline: Any = None, folder: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        baseline: Any = None,
+        folder: str | os.PathLike[str] | None = None,
+        code: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.baseline = baseline
         self.folder = folder
+        self.code = code
         self.runs: list[Run] = []
 
     def run(self, config: Config, n_jobs: int) -> Run:
-        run = measure(config, n_jobs, self.folder)
+        run = measure(config, n_jobs, self.folder, self.code)
         self.runs.append(run)
         return run
 
@@ -354,9 +412,7 @@ class ThroughputLab:
 
 def plot_runs(data: Any):
     """One horizontal bar per row of (config, jobs_per_s, source)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    fig, ax = new_figure()
     if data.empty:
         ax.text(0.5, 0.5, "no runs yet: press Run", ha="center", va="center", transform=ax.transAxes)
     else:
@@ -367,22 +423,27 @@ def plot_runs(data: Any):
         ax.invert_yaxis()
     ax.set_xlabel("throughput (jobs/s)")
     ax.set_title("grey: the notebook's medians, blue: your runs", fontsize=9)
-    plt.close(fig)
     return fig
 
 
 def panel(
-    baseline: Any = None, folder: str | os.PathLike[str] | None = None, lab: ThroughputLab | None = None
+    baseline: Any = None,
+    folder: str | os.PathLike[str] | None = None,
+    lab: ThroughputLab | None = None,
+    code: str | os.PathLike[str] | None = None,
 ):
-    """Pick workers, jobs per claim, synchronous and size; Run drains a fresh queue and adds a bar."""
+    """Pick workers, jobs per claim, synchronous and size; Run drains a fresh queue with workers
+    running the workspace `code` (``ws.folder``) and adds a bar."""
     import ipywidgets as w
 
-    lab = lab or ThroughputLab(baseline, folder)
+    lab = lab or ThroughputLab(baseline, folder, code)
     workers = w.IntSlider(value=4, min=1, max=8, description="workers")
     per_claim = w.Dropdown(options=[1, 2, 5, 10, 50], value=10, description="per claim")
     synchronous = w.ToggleButtons(options=["NORMAL", "FULL"], value="NORMAL", description="synchronous")
     jobs = w.Dropdown(
-        options=[500, DEFAULT_JOBS, 5_000, TUTORIAL_JOBS], value=DEFAULT_JOBS, description="jobs"
+        options=sorted({DEFAULT_JOBS, 500, 2_000, 5_000, TUTORIAL_JOBS}),
+        value=DEFAULT_JOBS,
+        description="jobs",
     )
     button = w.Button(description="Run", button_style="primary", icon="play")
     status = w.HTML("Choose a configuration and press Run.")

@@ -1,15 +1,31 @@
-"""The throughput lab: real draining processes, the summary, the plot and the widget panel."""
+"""The throughput lab: real draining processes on the learner's queue, the summary, the plot
+and the widget panel."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import sqlite3
 
 import pytest
 
-from labqueue import InvalidArgument, JobQueue
+from labqueue import InvalidArgument
 from labqueue.lab import throughput as tp
 from labqueue.lab import throughput_worker as tw
+from labqueue.tutorial.sections import package_text, split
+from labqueue.tutorial.workspace import Workspace
+
+
+def _cell(defining: str) -> str:
+    """The course's saved cell of jobqueue.py that defines `defining`, as a learner would paste it."""
+    (section,) = [s for s in split(package_text("jobqueue"))[1] if defining in s.names]
+    return "# jobqueue.py\n" + section.body
+
+
+def _rows(path, statement):
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return [tuple(r) for r in db.execute(statement)]
 
 
 def test_config_rejects_bad_values():
@@ -32,13 +48,12 @@ def test_serve_drains_the_queue_and_records_in_sqlite(tmp_path):
     tp.prepare(path, 25)
     go = tmp_path / "go"
     go.touch()
-    command = {"db": str(path), "per_claim": 10, "synchronous": "FULL", "go_file": str(go)}
+    command = {"db": str(path), "per_claim": 10, "synchronous": "FULL", "go_file": str(go), "max_claims": 50}
     assert tw.serve("w0", io.StringIO(json.dumps(command) + "\n\n")) == 1
-    with JobQueue(path, schema=None) as q:
-        per_state = q.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
-        assert dict(per_state) == {"done": 25}
-        assert [tuple(r) for r in q.db.execute("SELECT worker, done FROM tp_results")] == [("w0", 25)]
-        assert [tuple(r) for r in q.db.execute("SELECT worker FROM tp_ready")] == [("w0",)]
+    assert _rows(path, "SELECT state, COUNT(*) FROM jobs GROUP BY state") == [("done", 25)]
+    results = _rows(path, "SELECT worker, done, claims, synchronous FROM tp_results")
+    assert results == [("w0", 25, 3, 2)], "25 jobs in claims of 10, 10 and 5, at FULL (2)"
+    assert _rows(path, "SELECT worker FROM tp_ready") == [("w0",)]
 
 
 def test_wait_for_go_gives_up_with_a_clear_error(tmp_path):
@@ -48,13 +63,37 @@ def test_wait_for_go_gives_up_with_a_clear_error(tmp_path):
 
 def test_measure_drains_every_job_with_real_processes(tmp_path):
     run = tp.measure(tp.Config(2, 5, "NORMAL"), n_jobs=200, folder=tmp_path)
-    assert run.jobs == 200 and run.seconds > 0
+    assert run.jobs == 200 and run.seconds > 0 and run.claimed_twice == 0
     assert run.jobs_per_s == pytest.approx(200 / run.seconds)
-    with JobQueue(tmp_path / "tp_2_5_normal.db", schema=None) as q:
-        per_worker = {r["worker"]: r["done"] for r in q.db.execute("SELECT worker, done FROM tp_results")}
-        assert sorted(per_worker) == ["w0", "w1"] and sum(per_worker.values()) == 200
-        claimed_by = {row[0] for row in q.db.execute("SELECT worker FROM jobs")}
-        assert claimed_by <= {"w0", "w1"}
+    assert 40 <= run.claims <= 42 and run.levels == ("NORMAL",)
+    path = tmp_path / "tp_2_5_normal.db"
+    per_worker = dict(_rows(path, "SELECT worker, done FROM tp_results"))
+    assert sorted(per_worker) == ["w0", "w1"] and sum(per_worker.values()) == 200
+    assert {w for (w,) in _rows(path, "SELECT worker FROM jobs")} <= {"w0", "w1"}
+
+
+def test_the_workers_run_the_learners_queue(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    assert ws.save(_cell("claim").replace('"limit": limit}', '"limit": 1}')) == "jobqueue"
+    edited_init = _cell("JobQueue").replace(
+        'f"PRAGMA synchronous = {synchronous}"', '"PRAGMA synchronous = NORMAL"'
+    )
+    assert ws.save(edited_init) == "jobqueue" and ws.changes().count("\n+ ") == 2
+    run = tp.measure(tp.Config(1, 10, "FULL"), n_jobs=30, folder=tmp_path, code=ws.folder)
+    assert run.jobs == 30 and run.claims == 30, "the learner's claim hands out one job per claim"
+    assert run.levels == ("NORMAL",), "the learner's queue ignores the level it is given"
+    course = tp.measure(tp.Config(1, 10, "FULL"), n_jobs=30, folder=tmp_path)
+    assert course.claims == 3 and course.levels == ("FULL",)
+
+
+def test_a_claim_that_hands_a_job_out_twice_is_counted_and_the_drain_still_ends(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    # The sub-select keeps only its order: it takes done and leased jobs too, and never runs out.
+    where = "WHERE state IN ('queued', 'running') AND visible_at <= :now"
+    assert where in _cell("RETIRE_EXHAUSTED")
+    ws.save(_cell("RETIRE_EXHAUSTED").replace(where, ""))
+    run = tp.measure(tp.Config(1, 1, "NORMAL"), n_jobs=5, folder=tmp_path, code=ws.folder)
+    assert run.claims == 10 and run.claimed_twice == 5 and run.jobs == 10
 
 
 def test_measure_all_goes_round_robin_and_summarizes_medians(tmp_path):
@@ -138,11 +177,15 @@ def test_a_worker_that_dies_is_reported_with_its_error(tmp_path):
             "per_claim": 1,
             "synchronous": "NORMAL",
             "go_file": str(tmp_path / "go"),
+            "max_claims": 2,
         }
         pool.procs[0].stdin.write(json.dumps(command) + "\n")
         pool.procs[0].stdin.flush()
-        with JobQueue(path, schema=None) as q, pytest.raises(RuntimeError, match="NotADatabase"):
-            pool._wait_for_rows(q, "tp_ready", 1)
+        with (
+            contextlib.closing(sqlite3.connect(path)) as db,
+            pytest.raises(RuntimeError, match="not a database"),
+        ):
+            pool._wait_for_rows(db, "tp_ready", 1)
         assert pool.procs == []
     finally:
         pool.close()

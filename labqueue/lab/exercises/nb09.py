@@ -1,6 +1,7 @@
 """Notebook 09's exercise: choose the ``synchronous`` level, and say what each level can lose.
 
-``check_durability`` opens a real queue at the level you chose, reads back what SQLite set,
+``check_durability`` opens your queue (the tutorial's `JobQueue`, or the class you pass) at the
+level you chose, reads back what SQLite set,
 times a hundred small commits at each level on this disk, and compares your predictions
 with what SQLite's documentation promises (https://www.sqlite.org/pragma.html#pragma_synchronous):
 "A transaction committed in WAL mode with synchronous=NORMAL might roll back following a
@@ -14,8 +15,9 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from ...queue import JobQueue
+from ...tutorial import jobqueue as tutorial
 from . import Verdict, not_yet, passed
 
 LEVELS = ("NORMAL", "FULL")
@@ -37,27 +39,35 @@ PRAGMA_VALUES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 LOST_START = {key: "?" for key in TRUTH}
 
 
-def commit_seconds(level: str, folder: Path, commits: int = COMMITS) -> tuple[str, float]:
-    """Open a queue at `level`, read the level SQLite reports, and time `commits` enqueues,
-    each its own write transaction. Returns (the level read back, seconds per commit)."""
-    with JobQueue(folder / f"sync_{level.lower()}.db", synchronous=level) as q:
+def commit_seconds(
+    level: str, folder: Path, commits: int = COMMITS, queue_class: Any = None
+) -> tuple[str, float]:
+    """Open a queue of `queue_class` (the tutorial's JobQueue by default) at `level`, read the
+    level SQLite reports, and time `commits` enqueues, each its own write transaction.
+    Returns (the level read back, seconds per commit)."""
+    q = (queue_class or tutorial.JobQueue)(folder / f"sync_{level.lower()}.db", synchronous=level)
+    try:
         reported = PRAGMA_VALUES.get(q.db.execute("PRAGMA synchronous").fetchone()[0], "?")
         started = time.perf_counter()
         for n in range(commits):
             q.enqueue("payment", {"n": n})
         return reported, (time.perf_counter() - started) / commits
+    finally:
+        q.db.close()
 
 
-def check_durability(synchronous: object, lost: object) -> Verdict:
+def check_durability(synchronous: object, lost: object, queue_class: Any = None) -> Verdict:
     """`synchronous`: the level for a queue whose jobs charge cards. `lost`: for each
-    (level, event), "nothing" or "recent commits". Passes when both match SQLite's promise."""
+    (level, event), "nothing" or "recent commits". `queue_class`: your JobQueue (the
+    tutorial's by default). Passes when both match SQLite's promise and your queue runs at
+    the level you chose."""
     if not isinstance(synchronous, str) or synchronous.upper() not in LEVELS:
         return not_yet(f"synchronous must be one of {', '.join(LEVELS)}, got {synchronous!r}")
     if not isinstance(lost, Mapping):
         return not_yet(f"lost must be a dict of (level, event) -> answer, got {type(lost).__name__}")
     level = synchronous.upper()
     with tempfile.TemporaryDirectory(prefix="nb09_") as scratch:
-        timings = {lv: commit_seconds(lv, Path(scratch)) for lv in LEVELS}
+        timings = {lv: commit_seconds(lv, Path(scratch), queue_class=queue_class) for lv in LEVELS}
     reported = timings[level][0]
     cost = ", ".join(f"{lv}: {seconds * 1000:.2f} ms per commit" for lv, (_, seconds) in timings.items())
     seen = f"your queue opened with synchronous = {reported} (on this disk {cost})"
@@ -74,6 +84,11 @@ def check_durability(synchronous: object, lost: object) -> Verdict:
         return not_yet(
             f"{seen}. {len(wrong)} prediction(s) differ from SQLite's documentation, first ({level_name!r}, "
             f"{event!r}). Reread the quotation: which event can undo a commit, and at which level?"
+        )
+    if reported != level:
+        return not_yet(
+            f"{seen}: you asked for {level}, and SQLite runs at {reported}. Does your JobQueue pass "
+            "`synchronous` to PRAGMA synchronous?"
         )
     if level != "FULL":
         return not_yet(
