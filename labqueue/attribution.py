@@ -15,12 +15,17 @@ import os
 import signal
 
 from .backends import open_queue
+from .renewal import EXIT_TIMED_OUT
 
 log = logging.getLogger("labqueue.pool")
 
 
 def crash_message(returncode: int | None) -> str:
-    """The note for a job whose worker died: with its exit code or signal."""
+    """The note for a job whose worker died: with its exit code or signal. A worker that
+    stopped because a handler ran past its time limit recorded that job's failure itself
+    (it is no longer running, so it gets no note); a job it still held gets this one."""
+    if returncode == EXIT_TIMED_OUT:
+        return f"worker stopped (exit code {returncode}: a job ran past its time limit) holding this job"
     if returncode is not None and returncode < 0:
         try:
             how = f"signal {signal.Signals(-returncode).name}"

@@ -13,6 +13,7 @@ the option's own bad value, naming the variable.
     LABQUEUE_QUEUES       --queues
     LABQUEUE_LOG_LEVEL    --log-level
     LABQUEUE_LOG_FORMAT   --log-format
+    LABQUEUE_JOB_TIMEOUT  --job-timeout
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ WORKER_VARIABLES = {
     "LABQUEUE_QUEUES": "queues",
     "LABQUEUE_LOG_LEVEL": "log_level",
     "LABQUEUE_LOG_FORMAT": "log_format",
+    "LABQUEUE_JOB_TIMEOUT": "job_timeout",
 }
 
 

@@ -19,19 +19,30 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import validate
 from .errors import NoHandlers
 from .queue import Effect, Job, JobQueue
 
 Handler = Callable[[Job, JobQueue], "Effect | None"]
 
 HANDLERS: dict[str, Handler] = {}
+# kind: its time limit in seconds, for the kinds registered with one (labqueue.renewal)
+TIMEOUTS: dict[str, float] = {}
 
 
-def handler(kind: str) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the handler for `kind`."""
+def handler(kind: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler for `kind`. With `timeout` (seconds
+    above zero), a worker stops a run of it after that long, instead of its own
+    --job-timeout: the job is failed, "timed out after N s", and retried elsewhere
+    after a backoff (dead on its last attempt), and the worker process is replaced."""
+    limit = None if timeout is None else validate.positive("timeout", timeout)
 
     def register(fn: Handler) -> Handler:
         HANDLERS[kind] = fn
+        if limit is None:
+            TIMEOUTS.pop(kind, None)
+        else:
+            TIMEOUTS[kind] = limit
         return fn
 
     return register

@@ -23,6 +23,7 @@ from typing import Any
 from .attribution import note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command
+from .renewal import EXIT_TIMED_OUT
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -76,6 +77,8 @@ def exit_reason(returncode: int | None) -> str:
     """How a process ended, in words: "exit code 3", "killed by SIGKILL", "running"."""
     if returncode is None:
         return "running"
+    if returncode == EXIT_TIMED_OUT:
+        return f"exit code {returncode}: a job ran past its time limit"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"

@@ -36,6 +36,7 @@ from .fairness import QueueTurns, parse_queues
 from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 from .reconnect import Reconnector
+from .renewal import Holding, Renewer, renewal_queue
 from .schedule import Every, Scheduler, parse_every
 from .unknown_kinds import give_back_unknown
 from .wakeup import SAFETY_POLL
@@ -255,6 +256,7 @@ def work_batch(
     monotonic: Callable[[], float] = time.monotonic,
     call: Callable[..., Any] = lambda action, *args, **kwargs: action(*args, **kwargs),
     worker: str | None = None,
+    held: Holding | None = None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -266,9 +268,13 @@ def work_batch(
     the one running) and gives back those not started. `claim_for(ran)` names the worker
     and the size of the next batch (and the queues to claim it from), or None. Every
     database call goes through `call` (the worker's Reconnector.call: after a lost
-    connection it reconnects and repeats the call, which the fences make safe)."""
+    connection it reconnects and repeats the call, which the fences make safe). What the
+    batch holds is published in `held`, for the worker's renewal thread (labqueue.renewal):
+    a few attribute writes per job."""
     finished: list[Finished] = []
     pending = call(give_back_unknown, q, batch, handlers, worker=worker)  # kinds this worker cannot run
+    held = Holding() if held is None else held
+    held.pending, held.finished = pending, finished
     timings: dict[int, tuple[float, float]] = {}  # job id: (when it ended, how long it ran)
     last_commit = monotonic()
     ran = 0
@@ -286,6 +292,7 @@ def work_batch(
                 _log_outcome(q, done, outcome, worker=worker, timing=timings.get(done.job.id))
         timings.clear()  # it held the jobs just reported, and no others
         finished, last_commit = [], monotonic()
+        held.finished = finished
         return nxt
 
     half_lease = q.lease_seconds / 2
@@ -296,11 +303,13 @@ def work_batch(
         if pending[0].lease_expires_at - queue_now() < half_lease:
             if finished:
                 report()
-            pending = call(q.extend, pending)
+            pending = held.pending = call(q.extend, pending)
             queue_now = call(_batch_clock, q, pending, monotonic)
             continue
         job, began = pending.pop(0), monotonic()
+        held.running = (job, began)
         finished.append(run_handler(q, job, handlers))
+        held.running = None
         ended = monotonic()
         timings[job.id] = (time.time(), ended - began)
         ran += 1
@@ -334,6 +343,7 @@ def run(
     purge_after: float | None = None,
     purge_every: float = DEFAULT_PURGE_EVERY,
     reconnect_limit: int | None = None,
+    job_timeout: float | None = None,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
@@ -357,7 +367,13 @@ def run(
     `purge_every` seconds (JobQueue.purge: short transactions). A lost connection to a
     database server (a restart, a terminated session) is logged, and the worker reconnects
     with capped exponential backoff and jitter (labqueue.reconnect), at most
-    `reconnect_limit` times per loss (None: until it is back), and carries on."""
+    `reconnect_limit` times per loss (None: until it is back), and carries on.
+
+    While a handler runs longer than a sixth of the lease, a thread of the worker renews
+    the leases of every job it holds (labqueue.renewal), so a long handler runs once
+    without KeepAlive. A handler that runs past its time limit (its kind's, from
+    @handler(kind, timeout=...), else `job_timeout`; None: no limit) has its job failed,
+    "timed out after N s", and the process exits with renewal.EXIT_TIMED_OUT."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
@@ -381,6 +397,13 @@ def run(
         "synchronous": synchronous,
     }
     options: dict[str, Any] = {k: v for k, v in settings.items() if v is not None}
+    renewer = Renewer(
+        renewal_queue(path, lease_seconds, options),
+        lease_seconds=lease_seconds,
+        worker=worker_id,
+        job_timeout=job_timeout,
+        limits=registry.TIMEOUTS,
+    )
 
     def room(ran: int) -> int:
         return batch if max_jobs is None else min(batch, max_jobs - handled - ran)
@@ -420,6 +443,7 @@ def run(
             call = Reconnector(
                 q, name=worker_id, limit=reconnect_limit, log=log, stopping=lambda: stop.requested
             ).call
+            renewer.start()  # by real time: it renews nothing until a handler runs a sixth of a lease
             # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
             listening = wake and sleep is None and call(q.listen)
             pause = time.sleep if sleep is None else sleep
@@ -474,6 +498,7 @@ def run(
                     commit_interval=commit_interval,
                     worker=worker_id,
                     call=call,
+                    held=renewer.held,
                 )
                 handled += ran
     except ForcedShutdown:
@@ -483,6 +508,8 @@ def run(
             handled,
         )
         raise
+    finally:
+        renewer.stop()
     log.info("worker %s stopped (%s) after %d job(s)", worker_id, why, handled)
     return handled
 
@@ -643,6 +670,14 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         "(default: keep trying until the server is back)",
     )
     parser.add_argument(
+        "--job-timeout",
+        type=positive_seconds,
+        metavar="DURATION",
+        help="fail a job whose handler runs longer than this (a kind's own @handler(kind, timeout=...) "
+        "wins): 'timed out after N s', retried elsewhere after a backoff, and the worker process is "
+        "replaced (default: no limit)",
+    )
+    parser.add_argument(
         "--no-wake",
         action="store_true",
         help="poll every --poll seconds when idle instead of waiting for producers' hints",
@@ -699,6 +734,7 @@ def settings_options(args: argparse.Namespace) -> list[str]:
         "purge_after",
         "purge_every",
         "reconnect_limit",
+        "job_timeout",
         "log_level",
         "log_format",
     )
@@ -730,6 +766,7 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
         "purge_after": args.purge_after,
         "purge_every": args.purge_every,
         "reconnect_limit": args.reconnect_limit,
+        "job_timeout": args.job_timeout,
     }
 
 
