@@ -23,7 +23,8 @@ log = logging.getLogger("labqueue.pool")
 def crash_message(returncode: int | None) -> str:
     """The note for a job whose worker died: with its exit code or signal. A worker that
     stopped because a handler ran past its time limit recorded that job's failure itself
-    (it is no longer running, so it gets no note); a job it still held gets this one."""
+    where it could (it is no longer running, so it gets no note); a job it still held gets
+    this one (on SQLite, for now, the timed-out job too: labqueue.renewal)."""
     if returncode == EXIT_TIMED_OUT:
         return f"worker stopped (exit code {returncode}: a job ran past its time limit) holding this job"
     if returncode is not None and returncode < 0:

@@ -12,7 +12,9 @@ renewed), and again every third of the lease while that handler runs. Jobs of a
 no-op drain never get that far: the thread never touches the database for them.
 
 The thread talks to the queue on a connection of its own (a second queue on the same
-location, create=False), opened the first time it has something to write. A worker
+location, create=False), opened the first time it has something to write. On SQLite it
+has none yet (SQLITE_SECOND_CONNECTION, below): it renews nothing there, and a time limit
+only ends the process. A worker
 that dies, is frozen (SIGSTOP) or loses its database renews nothing, so its jobs go
 to another worker one lease later, as before.
 
@@ -51,6 +53,15 @@ from .joblog import job_fields, queue_of
 # (labqueue.pool, labqueue.attribution).
 EXIT_TIMED_OUT = 75
 MAX_TICK = 1.0  # the thread looks at least this often, so a time limit is kept to about a second
+# Whether the thread may open its own connection to an SQLite file. Not yet: labqueue's open
+# checks the file (its header, its -wal and -shm) through descriptors of its own, and closing
+# a descriptor of a file drops every POSIX lock the process holds on it, the worker's own
+# connection's included (issue 34). A worker without its locks lets a reader that closes
+# delete the write-ahead log under it, and its commits are lost. Until that open keeps the
+# locks, a worker on SQLite renews nothing, and at a time limit it ends its process without
+# recording the job: the job goes to another worker when its lease ends, with the
+# supervisor's note (labqueue.attribution). PostgreSQL has no such locks.
+SQLITE_SECOND_CONNECTION = False
 
 log = logging.getLogger("labqueue.worker")
 
@@ -79,13 +90,18 @@ def time_limit(value: object, name: str = "timeout") -> float | None:
     return None if value is None else validate.positive(name, value)
 
 
-def renewal_queue(location: str, lease_seconds: float, settings: Mapping[str, Any]) -> Callable[[], Any]:
+def renewal_queue(
+    location: str, lease_seconds: float, settings: Mapping[str, Any]
+) -> Callable[[], Any] | None:
     """How the renewal thread opens its own queue on the worker's `location`: an existing
     queue only (create=False; on SQLite no schema step either), with the worker's
     `settings` (its backoff, for the time-out's retry), no wake-ups, and a lock timeout
-    no longer than the lease (a renewal that waits longer is too late anyway)."""
+    no longer than the lease (a renewal that waits longer is too late anyway). None on
+    SQLite while SQLITE_SECOND_CONNECTION is off."""
     own: dict[str, Any] = {**settings, "create": False, "wake": False, "timeout": min(30.0, lease_seconds)}
     if not is_postgres_url(location):
+        if not SQLITE_SECOND_CONNECTION:
+            return None
         own["schema"] = None
     return lambda: open_queue(location, lease_seconds=lease_seconds, **own)
 
@@ -94,14 +110,15 @@ class Renewer:
     """The renewal thread of one worker process (see the module's docstring).
 
     `opener()` opens the thread's own queue (called in the thread, the first time
-    it writes); `limits` maps a kind to its time limit (read at each look, so kinds
+    it writes; None: the thread has no connection, so it renews nothing, and at a time
+    limit it only ends the process); `limits` maps a kind to its time limit (read at each look, so kinds
     registered later count), `job_timeout` is the limit of the other kinds (None: no
     limit). `exit(code)` ends the process (os._exit: the stuck handler's thread cannot
     be stopped); `monotonic` is the clock `Holding.running` is stamped with."""
 
     def __init__(
         self,
-        opener: Callable[[], Any],
+        opener: Callable[[], Any] | None,
         *,
         lease_seconds: float,
         worker: str,
@@ -183,7 +200,7 @@ class Renewer:
         if limit is not None and ran >= limit:
             self.time_out(running, ran, limit)
             return
-        if ran < self.renew_after:
+        if ran < self.renew_after or self._open is None:
             return
         last_run, last_at = self._renewed
         if last_run is running and now - last_at < self.renew_every:
@@ -222,6 +239,20 @@ class Renewer:
         back the jobs not started, report those finished, and end the process."""
         job = running[0]
         self.timed_out = job
+        if self._open is None:  # nothing to record it with: its lease hands it on
+            log.error(
+                "job %d (%s) timed out after %g s on attempt %d of %d; worker %s stops to be replaced, "
+                "and the job goes to another worker when its lease ends",
+                job.id,
+                job.kind,
+                limit,
+                job.attempts,
+                job.max_attempts,
+                self.worker,
+                extra=job_fields(job, worker=self.worker, queue=None, duration_s=ran),
+            )
+            self._exit(EXIT_TIMED_OUT)
+            return
         error = f"timed out after {limit:g} s (its time limit); its worker process was replaced"
         outcome: str | None = None
         queue = None
