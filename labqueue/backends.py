@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .errors import InvalidArgument, LabqueueError
 from .queue import JobQueue
+from .redaction import redact  # the one redaction, here where locations are opened
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # Settings only JobQueue takes: on PostgreSQL they would mean nothing.
@@ -23,17 +23,6 @@ SQLITE_ONLY_SETTINGS = {"synchronous"}
 
 class BackendMissing(LabqueueError, ImportError):
     """A location needs an optional extra that is not installed."""
-
-
-def redact(location: str) -> str:
-    """A location without the password a URL may carry, for messages and logs."""
-    try:
-        parts = urlsplit(location)
-    except ValueError:
-        return "<unparsable URL>"
-    if not parts.password:
-        return location
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
 
 
 def is_postgres_url(location: object) -> bool:
@@ -49,7 +38,8 @@ def open_queue(location: str | os.PathLike[str], **settings: Any) -> Any:
             from .postgres import PgJobQueue
         except ImportError as exc:
             raise BackendMissing(
-                f"{scheme}:// needs the PostgreSQL extra: pip install 'labqueue[postgres]' ({exc})"
+                f"{scheme}:// needs the PostgreSQL extra: pip install 'labqueue[postgres]' "
+                f"({redact(exc, location)})"
             ) from exc
         sqlite_only = sorted(set(settings) & SQLITE_ONLY_SETTINGS)
         if sqlite_only:
@@ -59,7 +49,7 @@ def open_queue(location: str | os.PathLike[str], **settings: Any) -> Any:
         return PgJobQueue(str(location), **settings)
     if isinstance(location, str) and "://" in location:
         raise InvalidArgument(
-            f"unknown kind of queue location {location!r}: give a file path or a postgresql:// URL"
+            f"unknown kind of queue location {redact(location)!r}: give a file path or a postgresql:// URL"
         )
     schema = settings.get("schema")
     if isinstance(schema, str) and schema.isidentifier():

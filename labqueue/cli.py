@@ -37,12 +37,13 @@ from typing import Any, NoReturn
 
 from . import __version__, environment, listing, metrics
 from . import handlers as registry
-from .backends import is_postgres_url, open_queue, redact
+from .backends import is_postgres_url, open_queue
 from .durations import duration
 from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
 from .health import judge
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue
+from .redaction import ArgumentParser, guard_logging, redact
 from .validate import DEFAULT_QUEUE, FINISHED_STATES
 from .worker import (
     add_settings,
@@ -96,6 +97,7 @@ def worker(args: argparse.Namespace) -> int:
             "--strict orders jobs by priority across --queues; weights (NAME:WEIGHT) only set turns"
         )
     configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    guard_logging(args.db)  # the supervisor's log never shows the location's password
     args.handlers = args.handlers or environment.handlers_from_env()
     try:
         registry.load_for_worker(args.handlers)
@@ -184,7 +186,7 @@ def open_existing(location: str) -> Any:
         if is_postgres_url(location):
             return open_queue(location, create=False)
         if not Path(location).exists():
-            raise UsageError(f"no such file: {location} (nothing was created)")
+            raise UsageError(f"no such file: {redact(location)} (nothing was created)")
         return JobQueue(location, create=False)
     except QueueNotFound as exc:
         raise UsageError(str(exc)) from None
@@ -219,7 +221,7 @@ def stats(args: argparse.Namespace) -> int:
                     if args.watch is not None:
                         clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
                         every = f"every {args.watch:g} s; Ctrl-C to stop"
-                        print(f"{clear}{args.db} at {listing.utc(at)} UTC ({every})")
+                        print(f"{clear}{redact(args.db)} at {listing.utc(at)} UTC ({every})")
                     width = max(map(len, numbers))
                     lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
                     lines += [
@@ -417,7 +419,7 @@ def health(args: argparse.Namespace) -> int:
         with open_existing(args.db) as q:
             verdict = judge(q.stats(), max_oldest_ready=args.max_oldest_ready, max_dead=args.max_dead)
     except (UsageError, LabqueueError, sqlite3.Error) as exc:
-        print(f"unhealthy: cannot read the queue: {exc}")
+        print(f"unhealthy: cannot read the queue: {redact(exc, args.db)}")
         return 1
     print(verdict.line)
     return 0 if verdict.healthy else 1
@@ -436,7 +438,7 @@ def metrics_server(args: argparse.Namespace) -> int:
 
     def ready(server: Any) -> None:
         host, port = server.server_address[:2]
-        print(f"serving metrics of {args.db} at http://{host}:{port}/metrics", flush=True)
+        print(f"serving metrics of {redact(args.db)} at http://{host}:{port}/metrics", flush=True)
 
     try:
         metrics.serve(lambda: open_existing(args.db), args.host, args.port, ready=ready, stop=stop)
@@ -505,7 +507,7 @@ def max_attempts(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(  # argparse's, its usage errors redacted (labqueue.redaction)
         prog=PROG,
         description=__doc__.split("\n\n")[0],
         epilog=f"'{PROG} COMMAND --help' documents each command.",
@@ -705,16 +707,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (UsageError, InvalidArgument) as exc:  # a bad argument, found by us or by the queue
-        args.parser.error(str(exc))  # exits with code 2
+        args.parser.error(redact(exc, args.db))  # exits with code 2
     except LabqueueError as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {redact(exc, args.db)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if not _is_database_error(exc):
             raise
         # A database error labqueue has no name for: one line, never a traceback.
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        where = redact(str(getattr(args, "db", "")))
+        detail = redact(" ".join(str(exc).split()), args.db) or type(exc).__name__
+        where = redact(args.db)
         print(
             f"{PROG} {args.command}: error: {where}: {type(exc).__name__}: {detail}",
             file=sys.stderr,

@@ -33,6 +33,7 @@ from .errors import (
     QueueBusy,
     StorageFull,
 )
+from .redaction import redact
 from .validate import DEFAULT_QUEUE, MAX_CLAIM_LIMIT, STATES
 
 # The most characters of an error message a job keeps.
@@ -222,7 +223,8 @@ def translated(driver: Driver, exc: BaseException, *, timeout: float) -> BaseExc
     if isinstance(exc, LabqueueError):
         return exc
     category = driver.classify(exc)
-    detail = " ".join(str(exc).split()) or type(exc).__name__
+    # a server's message never names a password, but a client library's may quote its URL
+    detail = redact(" ".join(str(exc).split()), getattr(driver, "url", None)) or type(exc).__name__
     where = driver.where
     if category == "busy":
         return QueueBusy(

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import InvalidArgument
+from .redaction import redact
 
 # SQLite stores integers as signed 64-bit numbers.
 MAX_SQLITE_INT = 2**63 - 1
@@ -195,13 +196,15 @@ def db_path(path: Any) -> str:
     try:
         name = os.fspath(path)
     except TypeError:
-        raise InvalidArgument(f"path must be a str or os.PathLike, got {path!r}") from None
+        raise InvalidArgument(f"path must be a str or os.PathLike, got {redact(repr(path))}") from None
     if isinstance(name, bytes):
-        raise InvalidArgument(f"path must be text, not bytes, got {path!r}")
+        raise InvalidArgument(f"path must be text, not bytes, got {redact(repr(path))}")
     if "\x00" in name:
-        raise InvalidArgument(f"path must not contain a NUL character, got {name!r}")
+        raise InvalidArgument(f"path must not contain a NUL character, got {redact(repr(name))}")
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidArgument(f"path must be text that UTF-8 can encode (SQLite's), got {name!r}") from None
+        raise InvalidArgument(
+            f"path must be text that UTF-8 can encode (SQLite's), got {redact(repr(name))}"
+        ) from None
     return name

@@ -36,6 +36,7 @@ from .fairness import QueueTurns, parse_queues
 from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
 from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
 from .reconnect import Reconnector
+from .redaction import guard_logging, redact
 from .renewal import Holding, Renewer, renewal_queue
 from .schedule import Every, Scheduler, parse_every
 from .unknown_kinds import give_back_unknown
@@ -436,7 +437,7 @@ def run(
             log.info(
                 "worker %s started on %s: lease %g s, %s",
                 worker_id,
-                path,
+                redact(path),
                 lease_seconds,
                 "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
             )
@@ -792,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
     configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    guard_logging(args.db)  # whatever is logged, the location's password is not
     # This process is a worker's own: its heap keeps its top between statements (labqueue.heap).
     if not heap.keep_top():
         log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
@@ -818,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     except ForcedShutdown:
         return 1
     except LabqueueError as exc:  # a bad file, a lock held too long: one line, not a traceback
-        log.error("worker %s stopped: %s", args.worker_id, exc)
+        log.error("worker %s stopped: %s", args.worker_id, redact(exc, args.db))
         return 1
     return 0
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import is_postgres_url
-from ..errors import InvalidArgument
+from ..errors import CannotOpen, InvalidArgument
+from ..redaction import redact
 
 # The schema a worker started by `python -m labqueue.worker URL ...` uses (PgJobQueue's default).
 PG_SCHEMA = "labqueue"
@@ -33,20 +34,26 @@ def is_postgres(location: Location) -> bool:
 
 def describe(location: Location) -> str:
     """The location for messages: a URL without its password, or the file's path."""
-    if is_postgres(location):
-        from ..postgres.queue import redact
+    return redact(location)
 
-        return redact(str(location))
-    return str(location)
+
+def connect(location: Location) -> Any:
+    """An autocommit psycopg connection to the run's database; a failure is CannotOpen,
+    its message without the URL's password (libpq's own text may quote the URL)."""
+    import psycopg
+
+    try:
+        return psycopg.connect(str(location), autocommit=True)
+    except psycopg.Error as exc:
+        detail = redact(" ".join(str(exc).split()), location)
+        raise CannotOpen(f"cannot connect to {describe(location)} ({detail})") from None
 
 
 def check_new(location: Location) -> None:
     """Refuse a location that already holds something: a file with content, or a database
     whose `labqueue` schema already has a queue (the run would mix its jobs with those)."""
     if is_postgres(location):
-        import psycopg
-
-        with psycopg.connect(str(location), autocommit=True) as db:
+        with connect(location) as db:
             if db.execute(PG_QUEUE_TABLE).fetchone()[0]:
                 raise InvalidArgument(
                     f"{describe(location)} already holds a queue in schema {PG_SCHEMA!r}; a run needs a "
@@ -64,9 +71,7 @@ class Store:
     def __init__(self, location: Location) -> None:
         self.postgres = is_postgres(location)
         if self.postgres:
-            import psycopg
-
-            self.db: Any = psycopg.connect(str(location), autocommit=True)
+            self.db: Any = connect(location)
             self.db.execute(PG_SEARCH_PATH)
         else:
             self.db = sqlite3.connect(location, timeout=60, isolation_level=None)

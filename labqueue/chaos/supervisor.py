@@ -36,6 +36,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -49,8 +50,9 @@ import psutil
 from ..backends import open_queue
 from ..demo.handlers import DEMO_HANDLERS, LEDGER_TABLE
 from ..demo.scratch import db_path
-from ..errors import CannotCancel, InvalidArgument, QueueBusy
+from ..errors import CannotCancel, CannotOpen, InvalidArgument, QueueBusy
 from ..pool import Worker, WorkerPool
+from ..redaction import ArgumentParser, redact
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 from .store import Location, Store, check_new, is_postgres
 
@@ -229,7 +231,7 @@ class Fault:
 @dataclass
 class ChaosResult:
     config: ChaosConfig
-    path: Path | str  # the SQLite file, or the PostgreSQL database's URL
+    path: Path | str = field(repr=False)  # the SQLite file, or the PostgreSQL database's URL (secret)
     started: float  # wall-clock time of the start; every other time is relative to it
     elapsed: float
     workers: list[WorkerLife]
@@ -664,7 +666,7 @@ def parse_mix(text: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labqueue.chaos", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m labqueue.chaos", description=__doc__.split("\n\n")[0])
     d = ChaosConfig()
     parser.add_argument("--jobs", type=int, default=d.jobs, help=f"how many jobs (default {d.jobs})")
     parser.add_argument(
@@ -762,7 +764,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_on_postgres(config, stop=stop) if args.postgres else run(config, args.db, stop=stop)
     except InvalidArgument as exc:
-        parser.error(str(exc))
+        parser.error(redact(exc, args.db))
+    except CannotOpen as exc:  # the database named by --db cannot be reached: one line
+        print(f"{parser.prog}: error: {redact(exc, args.db)}", file=sys.stderr)
+        return 1
     print("\n".join(result.report()))
     return 0 if result.passed else 1
 

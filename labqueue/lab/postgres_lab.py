@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class Server:
     """A running PostgreSQL: its URL (over TCP to 127.0.0.1 when the lab started it),
     how long it took to be ready, and its version."""
 
-    url: str
+    url: str = field(repr=False)  # may carry a password: never in a repr
     seconds_to_start: float
     version: str
     stack: contextlib.ExitStack
@@ -52,7 +52,7 @@ class Server:
         self.stack.close()
 
     def line(self) -> str:
-        from ..postgres.queue import redact
+        from ..redaction import redact
 
         return f"PostgreSQL {self.version} ready in {self.seconds_to_start:.1f} s at {redact(self.url)}"
 

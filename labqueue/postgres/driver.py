@@ -30,7 +30,6 @@ from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
 from .. import validate
-from ..backends import redact
 from ..core import Clock, Effect, Job, JobRecord, batch_size, translated
 from ..errors import (
     CannotOpen,
@@ -40,6 +39,7 @@ from ..errors import (
     InvalidArgument,
     QueueNotFound,
 )
+from ..redaction import redact
 from . import sql
 
 DEFAULT_SCHEMA = "labqueue"
@@ -88,7 +88,9 @@ class PgDriver:
         try:
             self._conninfo = {**CONNECTION_DEFAULTS, **conninfo_to_dict(url)}
         except psycopg.Error as exc:
-            raise InvalidArgument(f"not a usable PostgreSQL URL: {redact(url)!r} ({exc})") from None
+            # libpq's message may quote the URL, or a piece of its password: both masked
+            detail = redact(" ".join(str(exc).split()), url)
+            raise InvalidArgument(f"not a usable PostgreSQL URL: {redact(url)!r} ({detail})") from None
         self.url, self.schema, self.clock = url, schema, clock
         self.timeout = timeout
         self.wake_enabled = wake
@@ -109,7 +111,9 @@ class PgDriver:
         try:
             return psycopg.connect(autocommit=True, **self._conninfo)
         except psycopg.Error as exc:
-            raise error(f"cannot connect to {self.where} ({' '.join(str(exc).split())})") from exc
+            # libpq's text, redacted, is the message; its original is not chained to a traceback
+            detail = redact(" ".join(str(exc).split()), self.url)
+            raise error(f"cannot connect to {self.where} ({detail})") from None
 
     def _open_schema(self, create: bool) -> None:
         """Create the schema, table and indexes if missing (one process at a time; with

@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from ..redaction import redact
+
 ENV_URL = "LABQUEUE_PG_URL"
 CREATE_DATABASE = 'CREATE DATABASE "{name}"'
 DROP_DATABASE = 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
@@ -124,7 +126,7 @@ def restart(url: str, *, stopped_for: float = 0.0) -> None:
     with psycopg.connect(url, autocommit=True) as db:
         pgdata = Path(db.execute("SHOW data_directory").fetchone()[0])
     if not (pgdata / "postmaster.opts").exists():
-        raise NoServer(f"the server at {url} keeps its data where this process cannot restart it")
+        raise NoServer(f"the server at {redact(url)} keeps its data where this process cannot restart it")
     user = pwd.getpwuid(pgdata.stat().st_uid).pw_name
     pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "timeout": 60}
@@ -144,7 +146,12 @@ def fresh_database(url: str, prefix: str = "labqueue") -> Iterator[str]:
     import psycopg
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"  # made here, never given: safe to name in SQL
-    with psycopg.connect(url, autocommit=True) as admin:
+    try:
+        admin = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:  # libpq's text may quote the URL: one redacted line, unchained
+        detail = redact(" ".join(str(exc).split()), url)
+        raise NoServer(f"cannot connect to the server at {redact(url)} ({detail})") from None
+    with admin:
         admin.execute(CREATE_DATABASE.format(name=name))
     try:
         yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
@@ -169,7 +176,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the block too
     try:
         with throwaway_server() as url:
-            print(url, flush=True)
+            print(redact(url), flush=True)  # an embedded server has no password: printed whole
             print("PostgreSQL is running; Ctrl+C stops it and deletes its folder", file=sys.stderr)
             signal.pause()
     except KeyboardInterrupt:
