@@ -3,8 +3,10 @@ warm (SIGTERM: finish the current job) and then hard (kill_tree).
 
 Every worker is a fresh interpreter running ``python -m labqueue.worker`` (see
 ``labqueue.procs.worker_command``), so the pool works the same under spawn, forkserver or
-fork, and from a notebook. ``labqueue worker --concurrency N`` is this class with
-``supervise()``; the course's labs use its pieces (``fill``, ``reap``, ``kill``, ``stop``).
+fork, and from a notebook. The queue's location reaches each worker in its environment
+(LABQUEUE_DB), never on its command line, where any local user could read a password.
+``labqueue worker --concurrency N`` is this class with ``supervise()``; the course's labs
+use its pieces (``fill``, ``reap``, ``kill``, ``stop``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from .attribution import note_crash
 from .errors import InvalidArgument
-from .procs import kill_tree, worker_command
+from .procs import kill_tree, worker_command, worker_environment
 from .renewal import EXIT_TIMED_OUT
 
 log = logging.getLogger(__name__)
@@ -289,6 +291,8 @@ class WorkerPool:
         name = self.names(self.started)
         out = subprocess.DEVNULL if self.quiet else None
         options: dict[str, Any] = {"stdout": out, "stderr": out, **self.popen_options}
+        if self.path is not None:  # the location by environment: never on a command line
+            options["env"] = worker_environment(self.path, options.get("env"))
         if self.new_session and os.name == "posix":
             options["start_new_session"] = True
         proc = subprocess.Popen(self.command_line(name), **options)

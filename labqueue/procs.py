@@ -7,13 +7,19 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import psutil
 
 from . import validate
+from .environment import DB_VARIABLE
 from .errors import InvalidArgument
+
+# What a started worker finds in the place of DB on its command line: "read the location
+# from LABQUEUE_DB". A location may be a URL with a password, and every local user can
+# read a command line (ps, /proc/PID/cmdline); a process's environment only its owner.
+DB_FROM_ENVIRONMENT = "-"
 
 
 class HasPid(Protocol):
@@ -72,13 +78,15 @@ def worker_command(
     handlers: Sequence[str] = (),
     poll: float | None = None,
 ) -> list[str]:
-    """The command line of one worker process, ``python -m labqueue.worker ...``.
+    """The command line of one worker process, ``python -m labqueue.worker ...``, to run
+    with worker_environment(path): the location is never on the command line (its DB
+    is ``-``, which reads LABQUEUE_DB), so a password in a URL stays out of ``ps``.
 
-    Options come first and ``--`` ends them, so a path or worker id that begins with
-    ``-`` (even ``--handlers=module``) is read as the value it is, never as an option.
+    Options come first and ``--`` ends them, so a worker id that begins with ``-``
+    (even ``--handlers=module``) is read as the value it is, never as an option.
     A handler module name that begins with ``-``, or any value with a NUL character,
     is refused with InvalidArgument."""
-    path_text = validate.db_path(path)
+    validate.db_path(path)
     validate.text("worker_id", worker_id)
     validate.positive("lease_seconds", lease_seconds)
     options: list[str] = []
@@ -90,11 +98,19 @@ def worker_command(
     if poll is not None:
         validate.positive("poll", poll)
         options += ["--poll", str(poll)]
-    positionals = [path_text, worker_id, str(lease_seconds)]
+    positionals = [DB_FROM_ENVIRONMENT, worker_id, str(lease_seconds)]
     if idle_exit is not None:
         validate.positive("idle_exit", idle_exit, allow_zero=True)
         positionals.append(str(idle_exit))
     return [sys.executable, "-m", "labqueue.worker", *options, "--", *positionals]
+
+
+def worker_environment(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a worker process started by worker_command(): `environ` (this
+    process's by default) with LABQUEUE_DB set to the queue's location."""
+    return {**(os.environ if environ is None else environ), DB_VARIABLE: validate.db_path(path)}
 
 
 def start_worker(
@@ -107,12 +123,14 @@ def start_worker(
     poll: float | None = None,
     quiet: bool = True,
 ) -> subprocess.Popen:
-    """Start a worker in a fresh interpreter: spawn-safe, whatever called it."""
+    """Start a worker in a fresh interpreter: spawn-safe, whatever called it. The location
+    goes to it in LABQUEUE_DB, never on its command line."""
     out = subprocess.DEVNULL if quiet else None
     return subprocess.Popen(
         worker_command(path, worker_id, lease_seconds, idle_exit, handlers=handlers, poll=poll),
         stdout=out,
         stderr=out,
+        env=worker_environment(path),
     )
 
 

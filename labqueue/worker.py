@@ -13,6 +13,10 @@ claim jobs it cannot run). A job of a kind it has no handler for is given back, 
 attempt returned, hidden for a while (labqueue.unknown_kinds): it waits for a worker
 that knows the kind and is never dead-lettered for it. The current folder comes first
 on sys.path, so ``--handlers myapp.jobs`` imports from where the worker was started.
+
+A DB of ``-`` reads the queue's location from LABQUEUE_DB: that is how a supervisor
+(labqueue.pool, labqueue.procs) passes it, so a password in a URL is never on a worker's
+command line, which every local user can read.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from . import heap, joblog, validate
 from .backends import open_queue
 from .core import DATABASE_FAILURES
 from .durations import parse_duration
+from .environment import DB_VARIABLE, db_from_env
 from .errors import InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns, parse_queues
 from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
@@ -773,7 +778,11 @@ def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labqueue.worker", description=__doc__.split("\n\n")[0])
-    parser.add_argument("db", help="the queue's SQLite file")
+    parser.add_argument(
+        "db",
+        help=f"the queue's SQLite file or postgresql:// URL; '-' reads it from ${DB_VARIABLE} "
+        "(how a supervisor passes it: a command line is readable by every local user)",
+    )
     parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
     parser.add_argument("lease_seconds", type=seconds, help="how long each claim holds a job")
     parser.add_argument(
@@ -790,6 +799,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_settings(parser)
     args = parser.parse_args(argv)
+    if args.db == "-":
+        args.db = db_from_env()
+        if args.db is None:
+            parser.error(f"DB is '-', which reads the queue's location from {DB_VARIABLE}, but it is not set")
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
     configure_logging(args.log_level, args.log_format, log_success=args.log_success)

@@ -19,7 +19,7 @@ import pytest
 from labqueue import InvalidArgument, JobQueue, kill_tree, start_worker
 from labqueue import worker as worker_loop
 from labqueue.errors import EffectEndedTransaction
-from labqueue.procs import worker_command
+from labqueue.procs import worker_command, worker_environment
 
 MARKER = "labqueue_hardening_marker"
 HANDLERS = "labqueue_hardening_handlers"
@@ -57,7 +57,8 @@ def the_row(path: Path) -> sqlite3.Row:
 def test_the_command_puts_options_first_and_ends_them_with_a_double_dash(tmp_path):
     cmd = worker_command(tmp_path / "q.db", "--handlers=evil", 30, 0.5, handlers=["m"], poll=0.1)
     end = cmd.index("--")
-    assert cmd[end + 1 :] == [str(tmp_path / "q.db"), "--handlers=evil", "30", "0.5"]
+    # DB is "-": the location goes in LABQUEUE_DB (worker_environment), never on the command line
+    assert cmd[end + 1 :] == ["-", "--handlers=evil", "30", "0.5"]
     assert cmd[cmd.index("labqueue.worker") + 1 : end] == ["--handlers", "m", "--poll", "0.1"]
 
 
@@ -98,7 +99,10 @@ def test_a_worker_id_that_looks_like_an_option_imports_nothing(tmp_path, site):
 def test_a_path_that_begins_with_a_dash_is_a_path(tmp_path, site):
     one_job(tmp_path / "-jobs.db")
     done = subprocess.run(
-        worker_command("-jobs.db", "-w", 30, 0.2, handlers=[HANDLERS]), cwd=tmp_path, timeout=60
+        worker_command("-jobs.db", "-w", 30, 0.2, handlers=[HANDLERS]),
+        env=worker_environment("-jobs.db"),
+        cwd=tmp_path,
+        timeout=60,
     )
     assert done.returncode == 0
     assert tuple(the_row(tmp_path / "-jobs.db"))[:2] == ("done", "-w")

@@ -74,7 +74,9 @@ def test_the_worker_command_carries_the_options_before_the_positionals(db):
     at = cmd.index("labqueue.worker")
     assert cmd[at + 1 : at + 3] == ["--max-attempts", "3"]
     end = cmd.index("--")  # worker_command ends the options with "--" before the positionals
-    assert [str(db), "w0", "5"] == cmd[end + 1 : end + 4] and "m" in cmd[:end]
+    # DB is "-": the worker reads its location from LABQUEUE_DB, never from the command line
+    assert ["-", "w0", "5"] == cmd[end + 1 : end + 4] and "m" in cmd[:end]
+    assert str(db) not in cmd
 
 
 def test_a_killed_worker_is_replaced_and_counted(db, env):

@@ -16,7 +16,7 @@ import pytest
 
 from labqueue import JobQueue, kill_tree
 from labqueue.lab import DEMO_HANDLERS, start_demo_worker
-from labqueue.procs import worker_command
+from labqueue.procs import worker_command, worker_environment
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,8 @@ def test_a_poison_job_is_dead_after_max_attempts_worker_deaths(tmp_path):
     exit_codes = []
     for n in range(6):
         # each worker waits out the previous lease, claims, and dies in the handler
-        proc = subprocess.run(worker_command(path, f"w{n}", 0.3, 1.0, handlers=[DEMO_HANDLERS]), timeout=60)
+        command = worker_command(path, f"w{n}", 0.3, 1.0, handlers=[DEMO_HANDLERS])
+        proc = subprocess.run(command, env=worker_environment(path), timeout=60)
         exit_codes.append(proc.returncode)
         if job_row(q)["state"] == "dead":
             break

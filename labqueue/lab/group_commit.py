@@ -25,6 +25,7 @@ from typing import Any
 from .. import worker
 from ..errors import InvalidArgument
 from ..handlers import Handler
+from ..procs import DB_FROM_ENVIRONMENT, worker_environment
 from ..queue import Effect, Job, JobQueue
 from .demo_handlers import LEDGER_TABLE, ledger_effect
 from .scratch import db_path
@@ -163,7 +164,9 @@ class Trial:
 
 def crash_command(path: Path, batch: int, lease: float) -> list[str]:
     """The first worker: `python -m labqueue.worker` with this module's handler, leaving
-    at the first empty look (it should crash long before)."""
+    at the first empty look (it should crash long before). Run it with
+    worker_environment(path): like every worker labqueue starts, it reads its queue's
+    location from LABQUEUE_DB (DB is '-')."""
     return [
         sys.executable,
         "-m",
@@ -175,7 +178,7 @@ def crash_command(path: Path, batch: int, lease: float) -> list[str]:
         "--log-level",
         "ERROR",
         "--",
-        str(path),
+        DB_FROM_ENVIRONMENT,
         "crasher",
         str(lease),
         "0",
@@ -221,7 +224,12 @@ def crash_trials(
             n_jobs, log = _prepare(path, b, crash_job)
             plan.append((b, crash_job, path, n_jobs, log))
     procs = [
-        subprocess.Popen(crash_command(path, b, lease), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            crash_command(path, b, lease),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=worker_environment(path),
+        )
         for b, _, path, _, _ in plan
     ]
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import html
+import os
 import tempfile
 import time
 import uuid
@@ -469,6 +470,7 @@ def survive_server(
     import psycopg
 
     from ..backends import open_queue
+    from ..environment import DB_VARIABLE
     from ..postgres.server import fresh_database, restart
     from .demo_handlers import DEMO_HANDLERS
 
@@ -489,12 +491,12 @@ def survive_server(
         with open_queue(database) as q:
             q.db.execute(LEDGER_PG)
             q.enqueue_many("credit", [{"n": i} for i in range(jobs)])
+        # The database's URL goes in LABQUEUE_DB, as the README says, never on a command line
         command = [
             sys.executable,
             "-m",
             "labqueue",
             "worker",
-            database,
             "--handlers",
             DEMO_HANDLERS,
             "--concurrency",
@@ -507,7 +509,8 @@ def survive_server(
             "1",
         ]
         with open(log_path, "w+") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            env = {**os.environ, DB_VARIABLE: database}
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 wait_until(lambda: done_now(database) >= jobs // 4)
                 with psycopg.connect(database, autocommit=True) as admin:
