@@ -159,7 +159,7 @@ def test_a_damaged_file_with_an_sqlite_header_is_refused_and_untouched(tmp_path)
     path = tmp_path / "damaged.db"
     path.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 16)
     before = path.read_bytes()
-    with pytest.raises(NotADatabase, match=r"damaged\.db is not a usable SQLite database"):
+    with pytest.raises(NotADatabase, match=r"damaged\.db is not an SQLite database, or its header is dam"):
         JobQueue(path)
     assert untouched(path, before)
 

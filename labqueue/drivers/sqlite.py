@@ -34,7 +34,8 @@ from ..errors import (
 )
 from ..versions import require_returning
 
-SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+SQLITE_NOTADB = 26  # SQLite's result code for "file is not a database"
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # How long SQLite itself waits for the write lock before Python tries again: between
 # tries Python runs its signal handlers, so a second stop signal is not held up by a
@@ -113,9 +114,9 @@ class SqliteDriver:
         except sqlite3.OperationalError as exc:  # locked, full or read-only while preparing the file
             self.db.close()
             raise translated(self, exc, timeout=self.timeout) from exc
-        except sqlite3.DatabaseError as exc:  # an SQLite header on a damaged or foreign file
+        except sqlite3.DatabaseError as exc:  # a foreign file, or a damaged one with SQLite's header
             self.db.close()
-            raise NotADatabase(f"{self.path} is not a usable SQLite database ({exc})") from exc
+            raise _not_a_database(self.path, exc) from exc
         except BaseException:
             self.db.close()
             raise
@@ -763,33 +764,39 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
+# POSIX advisory locks belong to a process and a file, not to a descriptor: closing ANY
+# descriptor of the database, its -wal or its -shm releases every lock this process holds on
+# it, SQLite's own connections' locks included ("How To Corrupt An SQLite Database File",
+# section 2.2, sqlite.org/howtocorrupt.html). A process that already holds the queue (a
+# worker opening a KeepAlive, a reconnect, a second JobQueue in a notebook) would lose its
+# locks, and with them committed pages of the write-ahead log. So nothing here opens those
+# files from Python: what a file is, SQLite says when it reads it; whether this user may
+# write it, os.access says without a descriptor. Do not bring back an open() and close().
+
+
 def _check_is_sqlite_file(path: Path) -> None:
-    """Refuse anything that is not an SQLite file (or nothing yet) before connecting,
-    so a wrong path is never touched, let alone turned into a database."""
+    """Refuse a folder before connecting. Whether a file is an SQLite database SQLite
+    decides at the first read, before anything is written (see _not_a_database)."""
     if path.is_dir():
         raise NotADatabase(f"{path} is a directory, not an SQLite database file")
-    if path.exists() and path.stat().st_size > 0:
-        try:
-            with path.open("rb") as f:
-                header = f.read(len(SQLITE_HEADER))
-        except PermissionError as exc:
-            raise CannotOpen(f"{path} cannot be read by this user ({exc.strerror}); not touched") from exc
-        if header != SQLITE_HEADER:
-            raise NotADatabase(f"{path} is not an SQLite database (its header is {header[:16]!r})")
+
+
+def _not_a_database(path: Path, exc: sqlite3.DatabaseError) -> NotADatabase:
+    """SQLite's refusal of a file, named. Told by its result code only (reading the header
+    ourselves would cost the locks): "not a database" covers a foreign file and a damaged
+    header alike; anything else is a damaged database."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; the message before that
+    if code == SQLITE_NOTADB or (code is None and str(exc) == "file is not a database"):
+        return NotADatabase(f"{path} is not an SQLite database, or its header is damaged ({exc})")
+    return NotADatabase(f"{path} is not a usable SQLite database ({exc})")
 
 
 def _writable_if_present(path: Path) -> bool:
-    """False only when `path` exists and this user cannot open it for reading and writing
-    (it is not changed: opened, then closed)."""
-    try:
-        os.close(os.open(path, os.O_RDWR))
-    except FileNotFoundError:
+    """False only when `path` exists and this user may not read and write it. Asked of
+    os.access, never by opening it (see above): the answer must not cost the locks."""
+    if os.access(path, os.R_OK | os.W_OK):
         return True
-    except PermissionError:
-        return False
-    except OSError:  # a read-only file system, say: SQLite will say so when it writes
-        return not path.exists()
-    return True
+    return not path.exists()  # gone meanwhile (another connection removed the -wal): fine
 
 
 def _check_writable(path: Path) -> None:
@@ -805,8 +812,7 @@ def _check_writable(path: Path) -> None:
         )
     sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
     for side in sides:
-        # Other connections create and delete the -wal at any moment: one attempt to open
-        # it for writing answers at once, where exists() then access() would race.
+        # Other connections create and delete the -wal at any moment; a missing one is fine.
         if not _writable_if_present(side):
             raise CannotOpen(
                 f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
