@@ -101,8 +101,8 @@ def worker(args: argparse.Namespace) -> int:
     args.handlers = args.handlers or environment.handlers_from_env()
     try:
         registry.load_for_worker(args.handlers)
-    except ImportError as exc:
-        raise UsageError(f"argument --handlers: cannot import {exc.name!r} ({exc})") from None
+    except ImportError as exc:  # HandlersNotLoaded: the module and the cause, on one line
+        raise UsageError(f"argument --handlers: {exc}") from None
     open_queue(args.db, lease_seconds=args.lease, **_given(queue_settings(args))).close()  # fail here, once
     options = settings_options(args)
     if args.idle_exit is None:

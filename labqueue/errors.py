@@ -68,6 +68,11 @@ class NoHandlers(LabqueueError):
     cannot run. Nothing was claimed."""
 
 
+class HandlersNotLoaded(LabqueueError, ImportError):
+    """A --handlers module could not be imported: it is not found, has a syntax error, or
+    raised while it ran. The message names the module and the cause; nothing was claimed."""
+
+
 class UnknownJobKind(LabqueueError):
     """No handler is registered for a job's kind."""
 

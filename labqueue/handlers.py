@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import validate
-from .errors import NoHandlers
+from .errors import HandlersNotLoaded, NoHandlers
 from .queue import Effect, Job, JobQueue
 
 Handler = Callable[[Job, JobQueue], "Effect | None"]
@@ -60,16 +61,36 @@ def load_module(name: str) -> list[str]:
     return sorted(k for k, fn in HANDLERS.items() if before.get(k) is not fn)
 
 
+def import_failure(exc: BaseException) -> str:
+    """Why an import failed, on one line: the error, its message, and where it was raised
+    (a SyntaxError's message already names its file and line)."""
+    message = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<frozen") and frame.filename not in (__file__, importlib.__file__)
+    ]
+    if isinstance(exc, SyntaxError) or not frames:
+        return text
+    return f"{text} ({frames[-1].filename}, line {frames[-1].lineno})"
+
+
 def load_for_worker(modules: Sequence[str], *, folder: str | None = None) -> list[str]:
     """What a worker does before it claims anything: put `folder` (the current folder)
     first on sys.path, as rq and huey's consumer do, so ``--handlers myapp.jobs`` finds
     the application it was started beside; import the modules; and refuse to go on with
-    no handler registered (NoHandlers). Returns every registered kind, sorted."""
+    no handler registered (NoHandlers). A module that cannot be imported (not found, a
+    syntax error, an exception while it runs) is HandlersNotLoaded, one line naming the
+    module and the cause. Returns every registered kind, sorted."""
     folder = os.getcwd() if folder is None else folder
     if sys.path[:1] != [folder]:
         sys.path.insert(0, folder)
     for name in modules:
-        load_module(name)
+        try:
+            load_module(name)
+        except Exception as exc:  # whatever the module's own code raised, SyntaxError included
+            raise HandlersNotLoaded(f"cannot import handler module {name!r}: {import_failure(exc)}") from exc
     if not HANDLERS:
         named = f"{', '.join(modules)} registered none" if modules else "no --handlers module was named"
         raise NoHandlers(

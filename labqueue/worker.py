@@ -812,8 +812,8 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
     try:
         registry.load_for_worker(args.handlers)
-    except ImportError as exc:
-        parser.error(f"--handlers: cannot import {exc.name!r} ({exc})")
+    except ImportError as exc:  # HandlersNotLoaded: the module and the cause, on one line
+        parser.error(f"--handlers: {redact(exc, args.db)}")
     except NoHandlers as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
