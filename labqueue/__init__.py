@@ -10,12 +10,15 @@ __version__ = "0.2.0"  # the one place the version is written (pyproject.toml re
 from .backends import open_queue
 from .clock import FakeClock
 from .errors import (
+    CannotCancel,
     CannotOpen,
+    ConnectionLost,
     EffectEndedTransaction,
     ForeignDatabase,
     ForeignJobsTable,
     HandlersNotLoaded,
     InvalidArgument,
+    JobNotFound,
     LabqueueError,
     NoHandlers,
     NotADatabase,
@@ -36,7 +39,9 @@ from .versions import sqlite_report
 
 __all__ = [
     "SCHEMA",
+    "CannotCancel",
     "CannotOpen",
+    "ConnectionLost",
     "EffectEndedTransaction",
     "FakeClock",
     "ForeignDatabase",
@@ -44,6 +49,7 @@ __all__ = [
     "HandlersNotLoaded",
     "InvalidArgument",
     "Job",
+    "JobNotFound",
     "JobQueue",
     "JobRecord",
     "KeepAlive",
