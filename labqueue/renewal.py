@@ -12,9 +12,7 @@ renewed), and again every third of the lease while that handler runs. Jobs of a
 no-op drain never get that far: the thread never touches the database for them.
 
 The thread talks to the queue on a connection of its own (a second queue on the same
-location, create=False), opened the first time it has something to write. On SQLite it
-has none yet (SQLITE_SECOND_CONNECTION, below): it renews nothing there, and a time limit
-only ends the process. A worker
+location, create=False), opened the first time it has something to write. A worker
 that dies, is frozen (SIGSTOP) or loses its database renews nothing, so its jobs go
 to another worker one lease later, as before.
 
@@ -53,15 +51,12 @@ from .joblog import job_fields, queue_of
 # (labqueue.pool, labqueue.attribution).
 EXIT_TIMED_OUT = 75
 MAX_TICK = 1.0  # the thread looks at least this often, so a time limit is kept to about a second
-# Whether the thread may open its own connection to an SQLite file. Not yet: labqueue's open
-# checks the file (its header, its -wal and -shm) through descriptors of its own, and closing
-# a descriptor of a file drops every POSIX lock the process holds on it, the worker's own
-# connection's included (issue 34). A worker without its locks lets a reader that closes
-# delete the write-ahead log under it, and its commits are lost. Until that open keeps the
-# locks, a worker on SQLite renews nothing, and at a time limit it ends its process without
-# recording the job: the job goes to another worker when its lease ends, with the
-# supervisor's note (labqueue.attribution). PostgreSQL has no such locks.
-SQLITE_SECOND_CONNECTION = False
+# Whether the thread may open its own connection to an SQLite file. It may since labqueue's
+# open keeps the process's POSIX locks (issue 34: the open used to check the file through
+# descriptors of its own, and closing one dropped every lock the process held on it, the
+# worker's own connection's included). Off, a worker on SQLite renews nothing, and at a time
+# limit only ends its process; the job then moves on when its lease ends.
+SQLITE_SECOND_CONNECTION = True
 
 log = logging.getLogger("labqueue.worker")
 

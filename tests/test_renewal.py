@@ -232,9 +232,9 @@ def test_without_a_connection_of_its_own_the_thread_renews_nothing_and_a_time_ou
     assert q.job(job.id).state == "running"  # its lease hands it on; the supervisor's note says why
 
 
-def test_on_sqlite_the_thread_opens_no_second_connection_until_that_keeps_the_process_s_locks():
-    assert not SQLITE_SECOND_CONNECTION  # issue 34: turn on with its fix (and see the reader test below)
-    assert renewal_queue("jobs.db", 30, {}) is None
+def test_the_thread_opens_a_connection_of_its_own_on_both_backends():
+    assert SQLITE_SECOND_CONNECTION  # a second open keeps the process's locks (issue 34)
+    assert callable(renewal_queue("jobs.db", 30, {}))
     assert callable(renewal_queue("postgresql://app@db.example/jobs", 30, {}))
 
 
@@ -386,17 +386,9 @@ def noop(job, q):
 LEDGER = "CREATE TABLE IF NOT EXISTS ledger (job_id INTEGER NOT NULL, attempt INTEGER NOT NULL)"
 
 
-# Renewal on SQLite waits for a second connection that keeps the process's locks (issue 34).
-NO_SQLITE_RENEWAL = pytest.mark.xfail(
-    not SQLITE_SECOND_CONNECTION,
-    strict=True,
-    reason="issue 34: a worker on SQLite renews nothing until a second connection keeps its locks",
-)
-
-
-@pytest.fixture(params=[pytest.param("sqlite", marks=NO_SQLITE_RENEWAL), "postgres"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def renewing(request, tmp_path):
-    """As `location`, where the worker renews: on SQLite only once it can (issue 34)."""
+    """As `location`: both backends, where the worker renews."""
     yield from _location(request, tmp_path)
 
 
