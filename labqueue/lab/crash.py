@@ -1,10 +1,13 @@
 """Notebook 03: a real worker is killed mid-job, and the lease passes its job on to
 a second worker once it runs out.
 
-Both workers are ordinary ``python -m labqueue.worker`` processes. What happened is
-read back from the jobs table: ``visible_at - lease`` is when each claim was made
-and ``finished_at`` when the job was done, so the gap between the two claims comes
-from the database, not from how often we happened to look.
+Both workers run the tutorial's worker loop (``python -m labqueue.tutorial.process``),
+on the learner's code when ``code`` names their workspace (``ws.folder``). What happened
+is read back from the jobs table: ``visible_at - lease`` is when each claim was made and
+``finished_at`` when the job was done, so the gap between the two claims comes from the
+database, not from how often we happened to look. A second worker that never gets the
+job (a claim that ignores expired leases, a lease that does not reach the worker) ends
+the run after a while instead of raising, so the notebook's Check can say what broke.
 """
 
 from __future__ import annotations
@@ -21,14 +24,24 @@ import pandas as pd
 from ..errors import InvalidArgument
 from ..pool import stop_processes
 from ..procs import kill_tree
-from ..queue import JobQueue
+from ..tutorial import process
+from ..tutorial.jobqueue import JobQueue
 from .assets import new_figure
-from .demo_handlers import start_demo_worker
 from .scratch import db_path
 
 LEASE = 2.0
 STALLED_REPORT = {"stall_first_attempt": True}  # attempt 1 hangs for 60 s; later ones take 0.2 s
 ROW = "SELECT state, attempts, worker, visible_at, finished_at FROM jobs WHERE id = 1"
+Code = str | Path | None  # a workspace folder holding the learner's modules, or the course's code
+
+
+def enqueue_stalled_report(path: Path, lease: float) -> None:
+    """A fresh database holding one report job whose first attempt hangs."""
+    q = JobQueue(path, lease_seconds=lease)
+    try:
+        q.enqueue("report", STALLED_REPORT)
+    finally:
+        q.db.close()
 
 
 @dataclass(frozen=True)
@@ -51,11 +64,41 @@ class CrashRun:
     claims: list[float] = field(default_factory=list)  # per attempt, from visible_at - lease
     done_at: float | None = None  # from finished_at
     killed_pids: list[int] = field(default_factory=list)
+    killed_after: int = 0  # how many observations were made before the kill
+    lease_ends: list[float] = field(default_factory=list)  # per attempt, the stored visible_at
+    waited: float = 0.0  # how long the run waited for w2 to finish the job
+
+    @property
+    def first_lease(self) -> float:
+        """How long w1's claim leased the job for, as its worker set it: the deadline it
+        stored less the moment the watcher first saw the claim (a hair under the lease)."""
+        seen = next(o.t for o in self.observations if o.state == "running")
+        return self.lease_ends[0] - seen
+
+    @property
+    def finished(self) -> bool:
+        """True when w2 claimed the job and finished it before the run gave up waiting."""
+        return self.done_at is not None and len(self.claims) >= 2
 
     @property
     def gap(self) -> float:
         """Seconds between the first claim and the second: the time the job waited."""
+        if len(self.claims) < 2:
+            raise ValueError(f"w2 never claimed the job (claims at {self.claims}): there is no gap")
         return self.claims[1] - self.claims[0]
+
+    def lines(self) -> list[str]:
+        """The run as a timeline: every change of the job's row, and the kill."""
+        said = [
+            (o.t, f"state={o.state:<8} attempts={o.attempts} worker={o.worker}") for o in self.observations
+        ]
+        if self.killed_at is not None:
+            said.insert(self.killed_after, (self.killed_at, "killing w1 while it is inside the handler"))
+        out = [f"lease is {self.lease:g} seconds; attempt 1 will hang inside the handler"]
+        out += [f"t={t:4.1f}s  {what}" for t, what in said]
+        if not self.finished:
+            out.append(f"w2 did not finish the job: the run gave up after {self.waited:g} s")
+        return out
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(o) for o in self.observations])
@@ -106,39 +149,75 @@ class Watcher:
         self.db.close()
 
 
-def crash_recovery(lease: float = LEASE, folder: str | Path | None = None, timeout: float = 60.0) -> CrashRun:
-    """One stalling report job; worker w1 claims it and is killed inside the
-    handler; worker w2, started right after, takes it once the lease runs out."""
+def crash_recovery(
+    lease: float = LEASE, folder: str | Path | None = None, timeout: float = 10.0, code: Code = None
+) -> CrashRun:
+    """One stalling report job; worker w1 claims it and is killed inside the handler;
+    worker w2, started right after, takes it once the lease runs out. Both run the
+    tutorial's worker loop on the code in folder `code` (the course's without it).
+
+    Raises TimeoutError when w1 has not claimed the job after `timeout` seconds (with
+    what w1 wrote to stderr). When w2 has not finished the job `lease + timeout` seconds
+    after the kill, the run ends and says so (`finished` is False)."""
     if not isinstance(lease, (int, float)) or not 0.2 <= lease <= 30:
         raise InvalidArgument(f"lease must be between 0.2 and 30 seconds, got {lease!r}")
     path = db_path("crash", folder)
-    with JobQueue(path, lease_seconds=lease) as q:
-        q.enqueue("report", STALLED_REPORT)
+    enqueue_stalled_report(path, lease)
     run = CrashRun(lease=float(lease), started=time.time())
     watcher = Watcher(path, run)
     w1 = w2 = None
     try:
-        w1 = start_demo_worker(path, "w1", lease)
-        watcher.until(lambda r: r["state"] == "running", timeout, "w1 to claim the job")
+        w1, w1_log = _start(path, "w1", lease, 2.0, code)
+        try:
+            watcher.until(lambda r: r["state"] == "running", timeout, "w1 to claim the job")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}{_said(w1_log)}") from None
         run.killed_at = time.time() - run.started
+        run.killed_after = len(run.observations)
         run.killed_pids = kill_tree(w1)
-        w2 = start_demo_worker(path, "w2", lease, idle_exit=2 * lease + 5)
+        w2, _ = _start(path, "w2", lease, lease + timeout, code)
         run.second_started_at = time.time() - run.started
-        final = watcher.until(lambda r: r["state"] == "done", timeout + lease, "w2 to finish the job")
+        run.waited = lease + timeout
+        try:
+            final = watcher.until(lambda r: r["state"] == "done", run.waited, "w2 to finish the job")
+        except TimeoutError:
+            final = None
     finally:
         watcher.close()
         for proc in (w1, w2):
             if proc is not None:
                 stop(proc)
-    # A completion leaves visible_at alone, so the final row still holds the last
-    # claim's deadline; the first one the watcher saw while w1 held the job.
-    deadlines = {**watcher.deadlines, final["attempts"]: final["visible_at"]}
+    deadlines = dict(watcher.deadlines)
+    if final is not None:
+        # A completion leaves visible_at alone, so the final row still holds the last
+        # claim's deadline; the first one the watcher saw while w1 held the job.
+        deadlines[final["attempts"]] = final["visible_at"]
+        run.done_at = final["finished_at"] - run.started
     # Kept unrounded: the second claim follows the first one's deadline by about a
     # millisecond (0.8-1.6 ms measured), which rounding each time to the millisecond could
     # turn into a gap a hair under the lease (the tables and the plot round for display).
-    run.claims = [deadlines[n] - lease - run.started for n in sorted(deadlines)]
-    run.done_at = final["finished_at"] - run.started
+    run.lease_ends = [deadlines[n] - run.started for n in sorted(deadlines)]
+    run.claims = [end - lease for end in run.lease_ends]
     return run
+
+
+def _start(
+    path: Path, name: str, lease: float, idle_exit: float, code: Code
+) -> tuple[subprocess.Popen, Path]:
+    """One tutorial worker process; what it writes to stderr goes to a file beside the database."""
+    log = path.with_name(f"{path.stem}-{name}.stderr")
+    with log.open("wb") as err:
+        proc = process.start_worker(path, name, lease, idle_exit, code=code, stderr=err)
+    return proc, log
+
+
+def _said(log: Path, lines: int = 8) -> str:
+    """The last lines a worker wrote to stderr, to explain a run that went wrong."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return "\nthe worker said:\n" + "\n".join(text.splitlines()[-lines:]) if text else ""
 
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -161,6 +240,8 @@ def job_spans(run: CrashRun, end: float) -> list[tuple[float, float, str]]:
 
 def plot_crash(run: CrashRun):
     """Two worker lanes and the job's state over real time, with the lease gap marked."""
+    if not run.finished:
+        return _plot_unfinished(run)
     end = (run.done_at or run.observations[-1].t) + 0.4
     claim1, claim2 = run.claims[0], run.claims[1]
     fig, ax = new_figure()
@@ -211,12 +292,37 @@ def plot_crash(run: CrashRun):
     return fig
 
 
+def _plot_unfinished(run: CrashRun):
+    """The run where w2 never got the job: the job's state over time, and the wait."""
+    polled = run.second_started_at
+    end = polled + run.waited if polled is not None else run.observations[-1].t + 1
+    fig, ax = new_figure()
+    h = 0.5
+    for start, stop_, label in job_spans(run, end):
+        ax.broken_barh([(start, stop_ - start)], (-h / 2, h), color=STATE_COLORS.get(label, "white"))
+    if polled is not None:
+        ax.broken_barh([(polled, end - polled)], (1 - h / 2, h), color="#c7e9c0")
+        ax.text(polled + 0.05, 1 + h / 2 + 0.05, "polling: nothing claimable", fontsize=7)
+    if run.lease_ends and run.lease_ends[0] < end:
+        ax.axvline(run.lease_ends[0], color="gray", linestyle=":", linewidth=1)
+        ax.text(run.lease_ends[0], 1.6, " w1's lease ends", fontsize=7)
+    elif run.lease_ends:
+        ax.text(end, 1.6, f"w1's lease ends at t={run.lease_ends[0]:.1f} s ", fontsize=7, ha="right")
+    ax.set_title(f"w2 did not get the job in {run.waited:g} s", fontsize=9, color="tab:red")
+    ax.set_yticks([1, 0], ["worker w2", "job 1"])
+    ax.set_ylim(-0.8, 2.0)
+    ax.set_xlim(0, end)
+    ax.set_xlabel("time since the start (s)")
+    return fig
+
+
 class CrashLab:
     """The playground behind the panel: one stalling job, and workers the learner
     starts and kills. Every call is plain Python, so tests drive it directly."""
 
-    def __init__(self, folder: str | Path | None = None, lease: float = LEASE) -> None:
+    def __init__(self, folder: str | Path | None = None, lease: float = LEASE, code: Code = None) -> None:
         self.folder = folder
+        self.code = code  # the workers run the tutorial's loop on this workspace's code
         self.procs: dict[str, subprocess.Popen] = {}
         self.killed: set[str] = set()
         self.log: list[str] = []
@@ -231,14 +337,13 @@ class CrashLab:
         self.close()
         self.procs, self.killed, self.log = {}, set(), []
         self.path = db_path("crash_panel", self.folder)
-        with JobQueue(self.path, lease_seconds=self.lease) as q:
-            q.enqueue("report", STALLED_REPORT)
+        enqueue_stalled_report(self.path, self.lease)
         self.started = time.time()
         return self._say(f"a fresh job is queued; workers will take {self.lease:g}-second leases")
 
     def start(self) -> str:
         name = f"w{len(self.procs) + 1}"
-        self.procs[name] = start_demo_worker(self.path, name, self.lease, idle_exit=30)
+        self.procs[name] = process.start_worker(self.path, name, self.lease, 30.0, code=self.code)
         return self._say(f"started worker {name} (pid {self.procs[name].pid})")
 
     def kill(self) -> str:
@@ -350,6 +455,7 @@ class CrashPanel:
         self.watch.value = False
 
 
-def crash_panel(folder: str | Path | None = None, lease: float = LEASE):
-    """The notebook's panel: start workers, kill them, watch the job row change."""
-    return CrashPanel(CrashLab(folder, lease)).widget
+def crash_panel(folder: str | Path | None = None, lease: float = LEASE, code: Code = None):
+    """The notebook's panel: start workers (on the code in folder `code`), kill them, watch
+    the job row change."""
+    return CrashPanel(CrashLab(folder, lease, code)).widget

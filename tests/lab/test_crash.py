@@ -5,6 +5,8 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import crash
+from labqueue.tutorial.sections import package_text, split
+from labqueue.tutorial.workspace import Workspace
 
 
 def wait_for(predicate, timeout=20.0):
@@ -58,8 +60,45 @@ def test_killed_worker_job_is_taken_over_after_one_lease(tmp_path):
         ("done", 2, "w2"),
     ]
     assert len(run.killed_pids) == 1
-    assert run.gap >= 0.5  # the job waited at least one whole lease
+    assert run.finished and run.gap >= 0.5  # the job waited at least one whole lease
     assert run.claims[0] <= run.killed_at <= run.claims[1] <= run.done_at
+    assert 0.3 < run.first_lease <= 0.5
+    lines = run.lines()
+    assert lines[0] == "lease is 0.5 seconds; attempt 1 will hang inside the handler"
+    assert [line.split("  ", 1)[1] for line in lines[1:]] == [
+        "state=queued   attempts=0 worker=None",
+        "state=running  attempts=1 worker=w1",
+        "killing w1 while it is inside the handler",
+        "state=running  attempts=2 worker=w2",
+        "state=done     attempts=2 worker=w2",
+    ]
+
+
+@pytest.mark.slow
+def test_the_workers_run_the_learners_worker_loop(tmp_path):
+    """A worker loop that forgets to pass its lease on leases for the default 30 s: w2
+    never gets the job, and the run ends and says so instead of raising."""
+    ws = Workspace(tmp_path / "ws", "notebooks/03_crash_recovery.ipynb")
+    (loop,) = [s.body for s in split(package_text("worker"))[1]]
+    forgetful = loop.replace("JobQueue(path, lease_seconds=lease_seconds)", "JobQueue(path)")
+    assert forgetful != loop
+    ws.save("# worker.py\n" + forgetful)
+    run = crash.crash_recovery(lease=0.5, folder=tmp_path, timeout=1.0, code=ws.folder)
+    assert not run.finished and run.done_at is None and len(run.claims) == 1
+    assert run.first_lease > 29  # the learner's worker leased the job for 30 s
+    assert run.lines()[-1] == "w2 did not finish the job: the run gave up after 1.5 s"
+    with pytest.raises(ValueError, match="never claimed"):
+        run.gap
+    fig = crash.plot_crash(run)
+    assert fig.axes[0].get_title() == "w2 did not get the job in 1.5 s"
+    plt.close(fig)
+
+
+def test_a_worker_that_cannot_start_is_reported_with_what_it_said(tmp_path):
+    ws = Workspace(tmp_path / "ws", "notebooks/03_crash_recovery.ipynb")
+    ws.path("worker").write_text("raise RuntimeError('my worker is broken')\n", encoding="utf-8")
+    with pytest.raises(TimeoutError, match="my worker is broken"):
+        crash.crash_recovery(lease=0.5, folder=tmp_path, timeout=3.0, code=ws.folder)
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """Notebook 03's exercise: predict how long a crashed worker's job waits, then make it wait less.
 
-The checker runs the notebook's experiment for real (two ``python -m labqueue.worker``
-processes, the first one killed inside the handler) with the learner's lease, and
-compares the measured gap between the two claims with the learner's prediction.
+The checker runs the notebook's experiment for real (two worker processes running the
+tutorial's worker loop, on the learner's code when given their workspace, the first one
+killed inside the handler) with the learner's lease, and compares the measured gap
+between the two claims with the learner's prediction.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_crash_gap(lease: object, predicted_gap: object, folder: str | Path | None = None) -> Verdict:
+def check_crash_gap(
+    lease: object, predicted_gap: object, folder: str | Path | None = None, code: str | Path | None = None
+) -> Verdict:
     """Kill a worker mid-job with `lease` and measure how long the job waits before the
-    second worker claims it. Passes when the job waits less than TARGET_GAP and the
-    prediction is within TOLERANCE of the measurement."""
+    second worker claims it; the workers run the code in folder `code` (the notebook
+    passes ws.folder, the learner's workspace). Passes when the job waits less than
+    TARGET_GAP and the prediction is within TOLERANCE of the measurement."""
     if not _number(lease) or not _number(predicted_gap):
         got = f"{lease!r} and {predicted_gap!r}"
         return not_yet(f"lease and predicted_gap must be numbers of seconds, got {got}")
@@ -37,11 +41,17 @@ def check_crash_gap(lease: object, predicted_gap: object, folder: str | Path | N
         return not_yet(f"pick a lease from {MIN_LEASE:g} to 5 seconds (got {lease!r}), to keep it short")
     try:
         with tempfile.TemporaryDirectory(prefix="nb03_") as scratch:
-            run = crash.crash_recovery(lease=float(lease), folder=folder or scratch, timeout=20.0)
+            run = crash.crash_recovery(lease=float(lease), folder=folder or scratch, timeout=10.0, code=code)
     except (InvalidArgument, TimeoutError) as exc:
         return not_yet(f"the experiment did not finish: {exc}")
     except Exception as exc:  # a checker reports, it never raises at the learner
         return not_yet(f"the experiment failed: {type(exc).__name__}: {exc}")
+    if not run.finished:
+        return not_yet(
+            f"w2 never claimed the job within {run.waited:g} s of w1's death: your worker's claim "
+            "never took the job back. Does the lease reach your worker's JobQueue, and does your claim "
+            "take a running job whose visible_at has passed?"
+        )
     gap = run.gap
     measured = f"lease {lease:g} s: the job waited {gap:.2f} s between w1's claim and w2's"
     if abs(predicted_gap - gap) > TOLERANCE:
