@@ -25,6 +25,7 @@ import psutil
 import pytest
 from cli_helpers import LogReader, labqueue, start, wait_for
 
+from labqueue.procs import kill_tree
 from labqueue.redaction import redact, secrets_of
 
 SECRET = "Plant3dSecret"  # also the start of the second one: one search finds both
@@ -225,14 +226,13 @@ def environment(location: str | None = None) -> dict[str, str]:
 
 @contextmanager
 def running(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """`labqueue ARGS...` in the background, killed on the way out if it is still running."""
+    """`labqueue ARGS...` in the background, killed on the way out with every worker it started
+    (they run in sessions of their own: killing the supervisor alone would orphan them)."""
     proc = start(*args, env=env)
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_tree(proc)
 
 
 def stop(proc: subprocess.Popen, sig: signal.Signals) -> tuple[str, str]:
@@ -332,7 +332,7 @@ def test_the_metrics_endpoint_starts_and_answers_without_the_password(planted):
 
 def test_the_pool_and_start_worker_pass_the_location_by_environment(planted):
     from labqueue.pool import WorkerPool
-    from labqueue.procs import kill_tree, start_worker
+    from labqueue.procs import start_worker
 
     with ExitStack() as stack:
         pool = WorkerPool(planted, 2, handlers=[DEMO_HANDLERS], options=["--no-idle-exit"])
