@@ -221,12 +221,13 @@ def stats(args: argparse.Namespace) -> int:
                     if args.watch is not None:
                         clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
                         every = f"every {args.watch:g} s; Ctrl-C to stop"
-                        print(f"{clear}{redact(args.db)} at {listing.utc(at)} UTC ({every})")
+                        where = listing.printable(redact(args.db))
+                        print(f"{clear}{where} at {listing.utc(at)} UTC ({every})")
                     width = max(map(len, numbers))
                     lines = [f"{name:<{width}}  {value:>8}" for name, value in numbers.items()]
                     lines += [
-                        f"paused: {name} since {listing.utc(info['paused_at'])} UTC"
-                        + (f" ({info['reason']})" if info["reason"] else "")
+                        f"paused: {listing.printable(name)} since {listing.utc(info['paused_at'])} UTC"
+                        + (f" ({listing.printable(str(info['reason']))})" if info["reason"] else "")
                         for name, info in paused.items()
                     ]
                     print("\n".join(lines + _queue_table(per_queue)), flush=True)
@@ -240,7 +241,7 @@ def _queue_table(per_queue: dict[str, dict[str, float | int]]) -> list[str]:
     if not per_queue:
         return []
     heads = ("queue", "queued", "running", "ready_now", "oldest_ready_age_s")
-    rows = [heads] + [(name, *map(str, row.values())) for name, row in per_queue.items()]
+    rows = [heads] + [(listing.printable(name), *map(str, row.values())) for name, row in per_queue.items()]
     widths = [max(len(row[i]) for row in rows) for i in range(len(heads))]
     lines = [""]
     for row in rows:
@@ -438,6 +439,7 @@ def metrics_server(args: argparse.Namespace) -> int:
 
     def ready(server: Any) -> None:
         host, port = server.server_address[:2]
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
         print(f"serving metrics of {redact(args.db)} at http://{host}:{port}/metrics", flush=True)
 
     try:
@@ -658,7 +660,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-dead", type=count, metavar="N", help="unhealthy with more dead jobs than this")
 
     p = command(metrics_server, "metrics", db_from_env=True)
-    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        type=listen_host,
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)",
+    )
     p.add_argument(
         "--port",
         type=port,
@@ -673,6 +680,13 @@ def build_parser() -> argparse.ArgumentParser:
             add_help=False,
         )
     return parser
+
+
+def listen_host(text: str) -> str:
+    try:
+        return metrics.listen_host(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def port(text: str) -> int:

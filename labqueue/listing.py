@@ -1,11 +1,16 @@
 """Jobs as an operator reads them: a table, one job whole, or JSON with the payload as
-JSON (not a string of JSON inside JSON), times in UTC a person can read."""
+JSON (not a string of JSON inside JSON), times in UTC a person can read.
+
+Text another program stored (a kind, a queue name, an error, a payload) is shown through
+``printable``: a control character in it is escaped, never sent to the terminal. The
+JSON output escapes such characters by itself."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import json
+import re
 from typing import Any
 
 TABLE_COLUMNS = (
@@ -20,13 +25,34 @@ TABLE_COLUMNS = (
     "last_error",
 )
 ERROR_WIDTH = 60
+# What a terminal acts on instead of showing: the C0 and C1 control characters and DEL (an
+# escape sequence starts with one; a newline or a carriage return forges a line), and the
+# marks that reorder or break the text after them (bidirectional overrides and isolates,
+# the line and paragraph separators).
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: each control character as its Python escape (\\x1b, \\n,
+    \\u202e), as a listing already shows bytes that are not UTF-8 (\\xff)."""
+    return UNPRINTABLE.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text)
 
 
 def utc(seconds: float | None) -> str:
-    """A moment (seconds since the epoch) as '2026-12-03 23:25:39' UTC; '' for none."""
+    """A moment (seconds since the epoch) as '2026-12-03 23:25:39' UTC; '' for none; a
+    stored value that is no date (out of range, not a number) as it is stored."""
     if seconds is None:
         return ""
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    shown = _date(seconds)
+    return printable(str(seconds)) if shown is None else shown
+
+
+def _date(seconds: Any) -> str | None:
+    """`seconds` since the epoch as a UTC date and time, or None when no date is that."""
+    try:
+        return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return None
 
 
 def iso_utc(seconds: float) -> str:
@@ -35,20 +61,26 @@ def iso_utc(seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def decoded_payload(text: str) -> Any:
+def decoded_payload(text: str | bytes) -> Any:
     """The stored payload as JSON, or its text as stored when it is not valid JSON (a
-    row another program wrote): a listing shows any row."""
+    row another program wrote; a BLOB's bytes as text, escaped where they are not UTF-8):
+    a listing shows any row."""
     try:
         return json.loads(text)
     except (TypeError, ValueError):
-        return text
+        return _as_text(text)
+
+
+def _as_text(value: Any) -> Any:
+    """A stored value JSON cannot hold (a BLOB another program wrote) as text."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
 
 def as_json(record: Any) -> str:
     """One job as one JSON object, its payload as JSON."""
     entry = dataclasses.asdict(record)
     entry["payload"] = decoded_payload(record.payload)
-    return json.dumps(entry)
+    return json.dumps(entry, default=lambda value: str(_as_text(value)))
 
 
 def table(records: list[Any]) -> list[str]:
@@ -62,34 +94,32 @@ def table(records: list[Any]) -> list[str]:
 
 
 def _row(r: Any) -> tuple[str, ...]:
-    error = (r.last_error or "").replace("\n", " ")
+    error = printable(str(r.last_error or "").replace("\n", " "))
     return (
         str(r.id),
-        r.kind,
-        r.queue,
-        r.state,
+        *(printable(str(text)) for text in (r.kind, r.queue, r.state)),
         f"{r.attempts}/{r.max_attempts}",
         utc(r.created_at),
         utc(r.finished_at),
-        r.worker or "",
+        printable(str(r.worker or "")),
         error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…",
     )
 
 
 def whole(record: Any) -> list[str]:
     """One job, every field on a line of its own: times in UTC (and as stored), the
-    payload as indented JSON, the last error in full."""
+    payload as indented JSON, the last error in full (a line of it per line)."""
     lines = []
     for field in dataclasses.fields(record):
         value = getattr(record, field.name)
         if field.name == "payload":
             continue
-        if field.name.endswith("_at") and value is not None:
-            shown = f"{utc(value)} UTC ({value})"
-        else:
-            shown = "" if value is None else str(value)
-        lines.append(f"{field.name + ':':<14}{shown}".rstrip())
+        date = _date(value) if field.name.endswith("_at") and value is not None else None
+        shown = "" if value is None else str(value) if date is None else f"{date} UTC ({value})"
+        first, *more = shown.split("\n")
+        lines.append(f"{field.name + ':':<14}{printable(first)}".rstrip())
+        lines += [f"{'':<14}{printable(line)}".rstrip() for line in more]
     payload = json.dumps(decoded_payload(record.payload), indent=2, ensure_ascii=False)
     lines.append("payload:")
-    lines += ["  " + line for line in payload.splitlines()]
+    lines += ["  " + printable(line) for line in payload.split("\n")]  # not splitlines(): \x85 is a character
     return lines

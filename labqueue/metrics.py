@@ -24,12 +24,15 @@ them go backwards):
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .errors import InvalidArgument
 
 THROUGHPUT_WINDOW = 60.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -109,6 +112,17 @@ def prometheus_text(reading: Reading) -> str:
     return "\n".join(out) + "\n"
 
 
+def listen_host(host: str) -> str:
+    """The address to listen on, checked: never empty, which the socket layer would take
+    for every interface without anyone having said so (0.0.0.0 or :: says it)."""
+    if not isinstance(host, str) or not host.strip():
+        raise InvalidArgument(
+            "an empty host would listen on every interface: give an address (127.0.0.1 is the "
+            f"default), or 0.0.0.0 or :: to mean every interface, got {host!r}"
+        )
+    return host
+
+
 def serve(
     open_reader: Callable[[], Any],
     host: str = "127.0.0.1",
@@ -119,35 +133,45 @@ def serve(
 ) -> None:
     """Serve /metrics until `stop` is set. `open_reader()` opens the queue for one
     scrape (a context manager). `ready(server)` is called once it listens (its port is
-    server.server_address[1], useful with port 0)."""
+    server.server_address[1], useful with port 0). An IPv6 `host` (::, ::1) listens on
+    IPv6; HEAD answers as GET does, without the body."""
+    host = listen_host(host)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            self._answer(with_body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(with_body=False)
+
+        def _answer(self, with_body: bool) -> None:
             if self.path.split("?")[0] != "/metrics":
-                self._send(404, "labqueue serves its metrics at /metrics\n")
+                self._send(404, "labqueue serves its metrics at /metrics\n", with_body)
                 return
             try:
                 with open_reader() as q:
                     body = prometheus_text(read(q))
             except Exception as exc:  # the queue cannot be read: say so, stay up
                 log.warning("metrics scrape failed: %s", exc)
-                self._send(503, f"cannot read the queue: {exc}\n")
+                self._send(503, f"cannot read the queue: {exc}\n", with_body)
                 return
-            self._send(200, body)
+            self._send(200, body, with_body)
 
-        def _send(self, status: int, body: str) -> None:
+        def _send(self, status: int, body: str, with_body: bool) -> None:
             data = body.encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", CONTENT_TYPE)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if with_body:
+                self.wfile.write(data)
 
         def log_message(self, format: str, *args: Any) -> None:  # scrapes are routine: DEBUG
             log.debug("%s %s", self.address_string(), format % args)
 
     stop = stop or threading.Event()
-    with ThreadingHTTPServer((host, port), Handler) as server:
+    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+    with server_class((host, port), Handler) as server:
         server.daemon_threads = True
         if ready is not None:
             ready(server)
@@ -156,3 +180,7 @@ def serve(
         stop.wait()
         server.shutdown()
         thread.join()
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6

@@ -451,7 +451,9 @@ class SqliteDriver:
         return [row[0] for row in rows]
 
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
-        return [tuple(row) for row in self._hot.execute(sql.FINISHED_WITHIN, {"now": now, "window": window})]
+        with self._lenient_text():  # a queue name another program stored as invalid UTF-8
+            rows = self._hot.execute(sql.FINISHED_WITHIN, {"now": now, "window": window})
+            return [tuple(row) for row in rows]
 
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
         """(The write lock is held already: `lock` changes nothing here.)"""
@@ -524,10 +526,11 @@ class SqliteDriver:
         return live.get("queued", 0), live.get("running", 0), ready, age, dead
 
     def queue_stats(self, now: float | None) -> list[tuple]:
-        return [
-            (name, queued, running, ready, None if oldest is None else now - oldest)  # type: ignore[operator]
-            for name, queued, running, ready, oldest in self._hot.execute(sql.STATS_BY_QUEUE, (now, now))
-        ]
+        with self._lenient_text():  # a queue name another program stored as invalid UTF-8
+            return [
+                (name, queued, running, ready, None if oldest is None else now - oldest)  # type: ignore[operator]
+                for name, queued, running, ready, oldest in self._hot.execute(sql.STATS_BY_QUEUE, (now, now))
+            ]
 
     # -- pausing named queues ---------------------------------------------------------
 
@@ -539,7 +542,8 @@ class SqliteDriver:
         return self._hot.execute(sql.RESUME, {"queue": queue}).fetchone() is not None
 
     def paused(self) -> list[tuple[str, float, str | None]]:
-        return [tuple(row) for row in self._hot.execute(sql.PAUSED).fetchall()]
+        with self._lenient_text():
+            return [tuple(row) for row in self._hot.execute(sql.PAUSED).fetchall()]
 
     def paused_names(self) -> list[str]:
         try:

@@ -1,0 +1,249 @@
+"""What an operator types, or another program stored, never ends badly (issue 36, the
+operator-input half): the metrics endpoint listens where it was told and answers HEAD;
+rows whose text is not UTF-8 or holds terminal control characters are shown escaped by
+`stats`, `jobs`, `job` and the metrics; numbers and durations are bounded where they are
+read, with one line naming the option and the value; a LABQUEUE_* variable a command does
+not use cannot break it, and the command line wins over the environment; `health` flags a
+job that has waited too long whatever holds it back; a crashed worker's note says which
+job it was running and which it only held.
+
+In-process through labqueue.cli.main where that is enough; on both backends where the
+case concerns the queue (the PostgreSQL ones on a database of their own)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labqueue import JobQueue, open_queue
+from labqueue.cli import main
+from labqueue.errors import InvalidArgument
+from labqueue.listing import printable
+from labqueue.metrics import serve
+
+# What a terminal would act on: clear the screen, set the window title, colour, reverse the text.
+CONTROL = "\x1b[2J\x1b]0;pwned\x07\x1b[31m\u202e"
+ESCAPED = "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\u202e"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path):
+    """A queue the commands can open: a file, or a database of its own on the session's server."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "jobs.db")
+        JobQueue(path).close()
+        yield path
+        return
+    from labqueue.postgres.server import fresh_database
+
+    with fresh_database(request.getfixturevalue("pg_url")) as url:
+        open_queue(url).close()
+        yield url
+
+
+def run(capsys, *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def usage_error(capsys, *argv: object) -> str:
+    """The command is refused as a usage error (exit code 2) in one line, which is returned."""
+    with pytest.raises(SystemExit) as exit_:
+        main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if "error:" in line]
+    return line
+
+
+def plant(path: str, **columns: str) -> None:
+    """A row written as another program might, behind the queue's back: SQL expressions."""
+    values = {"kind": "'t'", "payload": "'{}'", "visible_at": "0", "created_at": "0", **columns}
+    db = sqlite3.connect(path)
+    db.execute(f"INSERT INTO jobs ({', '.join(values)}) VALUES ({', '.join(values.values())})")
+    db.commit()
+    db.close()
+
+
+# -- 1. the metrics endpoint: where it listens, and HEAD ----------------------------------------
+
+
+def test_an_empty_host_is_refused_naming_it(tmp_path, capsys):
+    db = tmp_path / "jobs.db"
+    JobQueue(db).close()
+    line = usage_error(capsys, "metrics", db, "--host", "")
+    assert "argument --host: an empty host would listen on every interface" in line
+    assert "0.0.0.0 or ::" in line and line.endswith("got ''")
+    with pytest.raises(InvalidArgument, match="got ' '"):
+        serve(lambda: JobQueue(db, create=False), " ", 0)
+
+
+def serving(db: Path, host: str = "127.0.0.1"):
+    """The endpoint in a thread: its base URL, and the event that stops it."""
+    stop, listening, where = threading.Event(), threading.Event(), []
+
+    def ready(server):
+        where.append(server.server_address[1])
+        listening.set()
+
+    reader = lambda: JobQueue(db, create=False)  # noqa: E731
+    thread = threading.Thread(target=serve, args=(reader, host, 0), kwargs={"ready": ready, "stop": stop})
+    thread.start()
+    assert listening.wait(30)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{where[0]}", stop, thread
+
+
+def test_head_answers_as_get_without_a_body(tmp_path):
+    db = tmp_path / "jobs.db"
+    with JobQueue(db) as q:
+        q.enqueue("x", {})
+    base, stop, thread = serving(db)
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as got:
+            body = got.read()
+        asked = urllib.request.Request(base + "/metrics", method="HEAD")
+        with urllib.request.urlopen(asked, timeout=10) as head:
+            assert head.status == 200
+            assert head.headers["Content-Type"] == got.headers["Content-Type"]
+            assert int(head.headers["Content-Length"]) == len(body) > 0
+            assert head.read() == b""
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def test_an_ipv6_host_listens_on_ipv6(tmp_path):
+    import socket
+
+    if not socket.has_ipv6:
+        pytest.skip("this machine has no IPv6")
+    db = tmp_path / "jobs.db"
+    JobQueue(db).close()
+    try:
+        base, stop, thread = serving(db, "::1")
+    except AssertionError:
+        pytest.skip("::1 is not configured here")
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as got:
+            assert got.status == 200
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+# -- 2. text that is not UTF-8 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["table", "json", "prometheus"])
+def test_stats_shows_a_queue_name_that_is_not_utf8_escaped(tmp_path, capsys, output):
+    db = str(tmp_path / "jobs.db")
+    with JobQueue(db) as q:
+        q.enqueue("x", {})
+        q.enqueue("x", {})
+        q.complete(q.claim("w")[0])  # a finished job: the throughput reads every row
+    plant(db, queue="CAST(x'ff41' AS TEXT)")
+    plant(db, queue="CAST(x'fe' AS TEXT)", state="'done'", finished_at="strftime('%s', 'now')")
+    code, out, err = run(capsys, "stats", db, "--format", output)
+    assert (code, err) == (0, "")
+    if output == "json":
+        assert json.loads(out)["queues"]["\\xffA"]["queued"] == 1
+    elif output == "prometheus":
+        assert 'labqueue_jobs{queue="\\\\xffA",state="queued"} 1' in out
+        assert 'labqueue_finished_last_minute{queue="\\\\xfe",state="done"} 1' in out
+    else:
+        assert any(line.split()[:2] == ["\\xffA", "1"] for line in out.splitlines())
+
+
+def test_a_scrape_reads_a_queue_name_that_is_not_utf8(tmp_path):
+    db = str(tmp_path / "jobs.db")
+    JobQueue(db).close()
+    plant(db, queue="CAST(x'ff' AS TEXT)")
+    base, stop, thread = serving(Path(db))
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as got:
+            assert got.status == 200 and 'queue="\\\\xff"' in got.read().decode()
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+# -- 3. control characters, escaped for a terminal -------------------------------------------------
+
+
+def test_printable_escapes_what_a_terminal_acts_on_and_nothing_else():
+    assert printable(CONTROL) == ESCAPED
+    assert printable("a\nb\tc\rd\x00\x7f\x9b") == "a\\nb\\tc\\rd\\x00\\x7f\\x9b"
+    assert printable("déjà vu, 東京, 👩‍💻, back\\slash") == "déjà vu, 東京, 👩‍💻, back\\slash"
+
+
+def test_listings_print_control_characters_escaped_and_json_keeps_them(location, capsys):
+    with open_queue(location) as q:
+        job_id = q.enqueue(f"kind{CONTROL}", {"text": f"pay{CONTROL}\x85"}, queue=f"queue{CONTROL}")
+        (job,) = q.claim(f"worker{CONTROL}")
+        q.fail(job, f"boom{CONTROL}\nsecond line{CONTROL}", retry=False)
+        q.pause(f"paused{CONTROL}", reason=f"why{CONTROL}")
+        q.enqueue("x", {}, queue=f"queue{CONTROL}")  # a live job: the per-queue table lists it
+    runs = [run(capsys, "stats", location), watch_once(capsys, location)]
+    runs += [run(capsys, "jobs", location), run(capsys, "job", location, job_id)]
+    assert [(code, err) for code, _, err in runs] == [(0, "")] * 4
+    shown = [out for _, out, _ in runs]
+    text = "".join(shown)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text and "\x85" not in text
+    for name in ("queue", "paused", "why"):
+        assert f"{name}{ESCAPED}" in shown[0] and f"{name}{ESCAPED}" in shown[1]
+    for name in ("kind", "queue", "worker", "boom"):
+        assert f"{name}{ESCAPED}" in shown[2]
+    for name in ("kind", "queue", "worker", "boom", "second line"):
+        assert f"{name}{ESCAPED}" in shown[3]
+    # the JSON escapes, and ours (\x85 is no JSON escape)
+    payload = '"text": "pay\\u001b[2J\\u001b]0;pwned\\u0007\\u001b[31m\\u202e\\x85"'
+    assert payload in shown[3]
+    assert f"\n{'':<14}second line{ESCAPED}\n" in shown[3]  # the error's second line, indented
+    out = run(capsys, "job", location, job_id, "--json")[1]
+    record = json.loads(out)
+    assert record["kind"] == f"kind{CONTROL}" and record["payload"] == {"text": f"pay{CONTROL}\x85"}
+    assert "\x1b" not in out  # JSON escapes them itself
+
+
+def watch_once(capsys, location: str) -> tuple[int, str, str]:
+    """`stats --watch`: one reading, then Ctrl-C (the stop flag its signal handler sets)."""
+    import signal
+
+    timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))
+    timer.start()
+    try:
+        return run(capsys, "stats", location, "--watch", "0.2")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "shown"),
+    [
+        ("created_at", "1e300", "1e+300"),
+        ("created_at", "'yesterday'", "yesterday"),
+        ("visible_at", "9e999", "inf"),
+        ("finished_at", "-1e20", "-1e+20"),
+        ("payload", "x'00ff10'", '"\\u0000\\\\xff\\u0010"'),
+        ("worker", "x'1b5b324a'", "b'\\x1b[2J'"),
+    ],
+)
+def test_job_and_jobs_show_any_stored_value(tmp_path, capsys, column, value, shown):
+    db = str(tmp_path / "jobs.db")
+    JobQueue(db).close()
+    plant(db, **{column: value})
+    for argv in (["job", db, "1"], ["job", db, "1", "--json"], ["jobs", db], ["jobs", db, "--json"]):
+        code, out, err = run(capsys, *argv)
+        assert (code, err) == (0, ""), argv
+    code, out, _ = run(capsys, "job", db, "1")
+    assert shown in out
