@@ -1,7 +1,9 @@
 """Notebook 04: a worker whose lease ran out reports late, with and without the fence.
 
 `scenario()` plays one timeline on a fake clock and records every claim and report,
-so the same function draws the side-by-side picture and answers the widget.
+so the same function draws the side-by-side picture and answers the widget. It runs
+the JobQueue class it is given (notebook 04 passes the learner's; the tutorial's by
+default): the fenced reports are that class's `fail` and `complete`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import Job, JobQueue
+from ..tutorial.jobqueue import Job, JobQueue
 from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
 from .walks import ONE_ROW, unfenced_fail
@@ -72,11 +74,12 @@ def scenario(
     report_at: float = 40.0,
     replaced: bool = True,
     folder: str | Path | None = None,
+    queue_class: type[JobQueue] | None = None,
 ) -> Outcome:
     """worker-a claims at t=0 with a 30 s lease and stalls. If `replaced`, worker-b
     claims at t=31 and completes. At `report_at` worker-a reports its late `fail` or
-    `complete`, checked against its token (`fenced`) or by id alone; then worker-c
-    asks for work and, if it gets the job, completes it."""
+    `complete`, checked against its token (`fenced`: `queue_class`'s own methods) or by
+    id alone; then worker-c asks for work and, if it gets the job, completes it."""
     if report not in REPORTS:
         raise InvalidArgument(f"report must be one of {', '.join(REPORTS)}, got {report!r}")
     low = TAKEOVER_AT if replaced else 0.0
@@ -86,7 +89,8 @@ def scenario(
     clock = FakeClock(0.0)
     # rng=0: a failure's retry is due at once, so worker-c's claim shows whether it was requeued.
     name = f"zombie_{'fenced' if fenced else 'unfenced'}_{report}"
-    with JobQueue(db_path(name, folder), lease_seconds=LEASE, clock=clock, rng=lambda: 0.0) as q:
+    q = (queue_class or JobQueue)(db_path(name, folder), lease_seconds=LEASE, clock=clock, rng=lambda: 0.0)
+    with contextlib.closing(q.db):
         q.enqueue("email", {"to": "ada@example.com"})
         (a,) = q.claim("worker-a")
         out.events.append(Event(0.0, "worker-a", "claim", True, f"attempt {a.attempts}"))
@@ -120,7 +124,9 @@ def _late_report(q: JobQueue, job: Job, report: str, fenced: bool) -> bool:
     return q.db.total_changes > before
 
 
-def outcomes_table(report_at: float = 40.0, folder: str | Path | None = None):
+def outcomes_table(
+    report_at: float = 40.0, folder: str | Path | None = None, queue_class: type[JobQueue] | None = None
+):
     """Every combination of late report, takeover and fence, played on the fake clock."""
     import pandas as pd
 
@@ -128,7 +134,7 @@ def outcomes_table(report_at: float = 40.0, folder: str | Path | None = None):
     for replaced in (True, False):
         for report in REPORTS:
             for fenced in (False, True):
-                o = scenario(fenced, report, report_at, replaced, folder)
+                o = scenario(fenced, report, report_at, replaced, folder, queue_class)
                 late = next(e for e in o.events if e.worker == "worker-a" and e.action == report)
                 rows.append(
                     {
@@ -235,10 +241,11 @@ class ZombiePanel:
     """Choose how the late worker reports and whether the fence is on; the panel
     replays the timeline on a fake clock and draws it beside its twin."""
 
-    def __init__(self, folder: str | Path | None = None) -> None:
+    def __init__(self, folder: str | Path | None = None, queue_class: type[JobQueue] | None = None) -> None:
         import ipywidgets as w
 
         self.folder = folder
+        self.queue_class = queue_class
         self.report = w.ToggleButtons(options=REPORTS, value="fail", description="late report")
         self.report_at = w.IntSlider(
             value=40, min=32, max=90, description="at t (s)", continuous_update=False
@@ -252,7 +259,12 @@ class ZombiePanel:
         self.update()
 
     def update(self) -> tuple[Outcome, Outcome]:
-        args = dict(report=self.report.value, report_at=self.report_at.value, replaced=self.replaced.value)
+        args = dict(
+            report=self.report.value,
+            report_at=self.report_at.value,
+            replaced=self.replaced.value,
+            queue_class=self.queue_class,
+        )
         self.outcomes = (
             scenario(fenced=False, folder=self.folder, **args),
             scenario(fenced=True, folder=self.folder, **args),
@@ -270,6 +282,7 @@ class ZombiePanel:
             self.text.value = "<b>interrupted</b>: move a control to replay the timelines"
 
 
-def zombie_panel(folder: str | Path | None = None):
-    """The notebook's widget: the late report, its time, and whether anyone took over."""
-    return ZombiePanel(folder).widget
+def zombie_panel(folder: str | Path | None = None, queue_class: type[JobQueue] | None = None):
+    """The notebook's widget: the late report, its time, and whether anyone took over
+    (played on `queue_class`, the learner's JobQueue in notebook 04)."""
+    return ZombiePanel(folder, queue_class).widget

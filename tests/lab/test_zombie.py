@@ -112,3 +112,32 @@ def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeyp
     monkeypatch.setattr(zombie, "scenario", interrupted)
     panel.report.value = "complete"
     assert "interrupted" in panel.text.value
+
+
+def test_the_fenced_reports_are_the_given_classs_own(tmp_path):
+    """A JobQueue whose fail() forgot the token: the 'fenced' timeline runs three times."""
+    from labqueue.tutorial.jobqueue import FAIL, JobQueue
+
+    unfenced = FAIL.replace("lease_token = :token AND ", "").replace("AND state = 'running'", "")
+    assert unfenced != FAIL
+
+    class Forgetful(JobQueue):
+        def fail(self, job, error):
+            rows = self.db.execute(
+                unfenced,
+                {
+                    "retry_at": self.clock(),
+                    "now": self.clock(),
+                    "error": error,
+                    "id": job.id,
+                    "token": job.lease_token,
+                },
+            ).fetchall()
+            return rows[0]["state"] if rows else None
+
+    out = zombie.scenario(fenced=True, report="fail", report_at=40, folder=tmp_path, queue_class=Forgetful)
+    assert out.runs == ["worker-a", "worker-b", "worker-c"]
+    assert zombie.scenario(fenced=True, folder=tmp_path, queue_class=JobQueue).runs == [
+        "worker-a",
+        "worker-b",
+    ]

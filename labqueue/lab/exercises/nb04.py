@@ -5,20 +5,23 @@
 2. ``check_fenced_fail``: a FAIL statement that finds the job by id alone; add the fence so
    that a stale worker's late failure changes nothing, and an honest failure still counts.
 
-Each checker plays the notebook's timelines on a fake clock with the learner's statement
-(named parameters, so removing a condition never breaks the parameter list) in place of
-the package's, and reports what happened.
+Each checker plays the notebook's timelines on a fake clock, on the learner's JobQueue
+class when given one (the tutorial's otherwise), with the learner's statement (named
+parameters, so removing a condition never breaks the parameter list) as the report under
+test, and reports what happened. Once the statement passes, the same timelines run with
+the class's own complete() or fail(): the fence in the learner's queue is checked too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from ...clock import FakeClock
-from ...queue import Job, JobQueue
+from ...tutorial.jobqueue import Job, JobQueue
 from ..demo_handlers import LEDGER_TABLE, ledger_effect
 from . import Verdict, not_yet, passed
 
@@ -26,7 +29,7 @@ LEASE = 30.0
 
 # -- the statements the learner starts from ----------------------------------------------
 
-#: The package's COMPLETE (labqueue.sql.COMPLETE), written with named parameters.
+#: The UPDATE of the tutorial's complete() (notebook 02), as it is written there.
 COMPLETE_START = """
 UPDATE jobs
    SET state = 'done', finished_at = :now, lease_token = NULL
@@ -66,9 +69,12 @@ def _run(q: JobQueue, statement: str, params: dict[str, object]) -> int:
         raise StatementFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _complete_with(q: JobQueue, statement: str, job: Job) -> bool:
+def _complete_with(q: JobQueue, statement: str | None, job: Job) -> bool:
     """complete(job, effect) with `statement` as its UPDATE: the ledger row is written
-    in the same transaction, only when the statement changed the row."""
+    in the same transaction, only when the statement changed the row. With no statement,
+    the queue's own complete()."""
+    if statement is None:
+        return bool(q.complete(job, effect=ledger_effect(job)))
     params = {"now": q.clock(), "id": job.id, "token": job.lease_token}
     try:
         with q._tx() as db:
@@ -80,18 +86,31 @@ def _complete_with(q: JobQueue, statement: str, job: Job) -> bool:
     return True
 
 
-def _fail_with(q: JobQueue, statement: str, job: Job, error: str = "TimeoutError") -> bool:
-    """fail(job) with `statement` as its UPDATE; True when it changed the row."""
+def _fail_with(q: JobQueue, statement: str | None, job: Job, error: str = "TimeoutError") -> bool:
+    """fail(job) with `statement` as its UPDATE (the queue's own fail() with no statement);
+    True when it changed the row."""
+    if statement is None:
+        return q.fail(job, error) is not None
     params = {"now": q.clock(), "retry_at": q.clock(), "error": error, "id": job.id, "token": job.lease_token}
     return _run(q, statement, params) > 0
 
 
-def _scene(folder: Path, name: str = "zombie") -> tuple[JobQueue, FakeClock]:
+def _scene(
+    folder: Path, name: str = "zombie", queue_class: type[JobQueue] | None = None
+) -> tuple[JobQueue, FakeClock]:
     clock = FakeClock(0.0)
-    q = JobQueue(folder / f"{name}.db", lease_seconds=LEASE, clock=clock, rng=lambda: 0.0)
+    path = folder / f"{name}.db"
+    for suffix in ("", "-wal", "-shm"):  # each timeline starts from an empty queue
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    q = (queue_class or JobQueue)(path, lease_seconds=LEASE, clock=clock, rng=lambda: 0.0)
     q.db.execute(LEDGER_TABLE)
     q.enqueue("email", {"to": "ada@example.com"})
     return q, clock
+
+
+def _state(q: JobQueue) -> str:
+    row = q.db.execute("SELECT state FROM jobs WHERE id = 1").fetchone()
+    return "gone from the table" if row is None else row["state"]
 
 
 def _in_scratch(play: Callable[[Path], Verdict]) -> Verdict:
@@ -114,26 +133,35 @@ def _is_sql(statement: object) -> Verdict | None:
 # -- exercise 1: break the fence ----------------------------------------------------------
 
 
-def check_unfenced_complete(statement: object) -> Verdict:
+def _late_completion(
+    folder: Path, statement: str | None, queue_class: type[JobQueue] | None
+) -> tuple[bool, bool, list[int], str]:
     """worker-a claims at t=0 and stalls; worker-b takes over at t=31 and is still working
-    when worker-a completes late at t=40; worker-b completes at t=45. Both use `statement`.
-    Passes when worker-a's late completion is accepted (the fence is gone)."""
+    when worker-a completes late at t=40; worker-b completes at t=45. Returns whether each
+    completion was accepted, the attempts the ledger recorded, and the job's state."""
+    q, clock = _scene(folder, "late_complete", queue_class)
+    with contextlib.closing(q.db):
+        (a,) = q.claim("worker-a")
+        clock.now = LEASE + 1
+        (b,) = q.claim("worker-b")
+        clock.now = 40.0
+        late = _complete_with(q, statement, a)
+        clock.now = 45.0
+        current = _complete_with(q, statement, b)
+        ledger = [r[0] for r in q.db.execute("SELECT attempt FROM ledger ORDER BY rowid")]
+        return late, current, ledger, _state(q)
+
+
+def check_unfenced_complete(statement: object, queue_class: type[JobQueue] | None = None) -> Verdict:
+    """The timeline of _late_completion, both completions made with `statement`, on
+    `queue_class` (the notebook passes the learner's JobQueue). Passes when worker-a's late
+    completion is accepted (the fence is gone), and the class's own complete() refuses it."""
     bad = _is_sql(statement)
     if bad is not None:
         return bad
 
     def play(folder: Path) -> Verdict:
-        q, clock = _scene(folder)
-        with q:
-            (a,) = q.claim("worker-a")
-            clock.now = LEASE + 1
-            (b,) = q.claim("worker-b")
-            clock.now = 40.0
-            late = _complete_with(q, statement, a)
-            clock.now = 45.0
-            current = _complete_with(q, statement, b)
-            ledger = [r[0] for r in q.db.execute("SELECT attempt FROM ledger ORDER BY rowid")]
-            state = q.job(1).state
+        late, current, ledger, state = _late_completion(folder, statement, queue_class)
         said = (
             f"worker-a's late complete() at t=40 was {'accepted' if late else 'refused'}, "
             f"worker-b's at t=45 was {'accepted' if current else 'refused'}; "
@@ -147,6 +175,12 @@ def check_unfenced_complete(statement: object) -> Verdict:
             return not_yet(
                 f"{said}. That is the fence at work: worker-a's token is stale. Remove the token "
                 "condition from the WHERE clause and see what the fence prevents."
+            )
+        if _late_completion(folder, None, queue_class)[0]:
+            return not_yet(
+                f"{said}: the fence is gone from your statement. But your JobQueue's own complete() "
+                "accepted worker-a's late completion too: put `lease_token = :token` back in its "
+                "WHERE clause (notebook 02's cell) and run that cell."
             )
         if current:
             return passed(
@@ -163,19 +197,25 @@ def check_unfenced_complete(statement: object) -> Verdict:
 # -- exercise 2: fence the failure -------------------------------------------------------
 
 
-def check_fenced_fail(statement: object) -> Verdict:
-    """Three timelines with `statement` as the failure report: an honest failure must
-    schedule a retry; a stale failure after worker-b finished, and one while worker-b is
-    still working, must change nothing."""
+def check_fenced_fail(statement: object, queue_class: type[JobQueue] | None = None) -> Verdict:
+    """Three timelines with `statement` as the failure report, on `queue_class` (the
+    notebook passes the learner's JobQueue): an honest failure must schedule a retry; a
+    stale failure after worker-b finished, and one while worker-b is still working, must
+    change nothing. Then the same three with the class's own fail()."""
     bad = _is_sql(statement)
     if bad is not None:
         return bad
+    timelines = (_honest_failure, _late_after_done, _late_while_running)
 
     def play(folder: Path) -> Verdict:
-        for timeline in (_honest_failure, _late_after_done, _late_while_running):
-            problem = timeline(folder, statement)
+        for timeline in timelines:
+            problem = timeline(folder, statement, queue_class)
             if problem:
                 return not_yet(problem)
+        for timeline in timelines:
+            problem = timeline(folder, None, queue_class)
+            if problem:
+                return not_yet(f"your statement is fenced, but your JobQueue's own fail() is not: {problem}")
         return passed(
             "an honest failure is retried, and worker-a's stale failure changed nothing, whether "
             "worker-b had finished or was still working: the handler ran twice, never three times."
@@ -184,29 +224,33 @@ def check_fenced_fail(statement: object) -> Verdict:
     return _in_scratch(play)
 
 
-def _handler_runs(q: JobQueue) -> int:
-    return q.job(1).attempts
+def _handler_runs(q: JobQueue) -> int | str:
+    row = q.db.execute("SELECT attempts FROM jobs WHERE id = 1").fetchone()
+    return "an unknown number of" if row is None else row["attempts"]
 
 
-def _honest_failure(folder: Path, statement: str) -> str | None:
-    q, clock = _scene(folder, "honest")
-    with q:
+Queue = type[JobQueue] | None
+
+
+def _honest_failure(folder: Path, statement: str | None, queue_class: Queue = None) -> str | None:
+    q, clock = _scene(folder, "honest", queue_class)
+    with contextlib.closing(q.db):
         (a,) = q.claim("worker-a")
         clock.now = 5.0
         changed = _fail_with(q, statement, a)
-        record = q.job(1)
-        if not changed or record.state != "queued":
+        state = _state(q)
+        if not changed or state != "queued":
             return (
-                f"worker-a holds the job and fails it honestly at t=5, but your statement left it "
-                f"{record.state} ({'changed' if changed else 'changed no row'}): a real failure must "
+                f"worker-a holds the job and fails it honestly at t=5, but the failure left it "
+                f"{state} ({'changed' if changed else 'changed no row'}): a real failure must "
                 "still be recorded and retried."
             )
     return None
 
 
-def _late_after_done(folder: Path, statement: str) -> str | None:
-    q, clock = _scene(folder, "after_done")
-    with q:
+def _late_after_done(folder: Path, statement: str | None, queue_class: Queue = None) -> str | None:
+    q, clock = _scene(folder, "after_done", queue_class)
+    with contextlib.closing(q.db):
         (a,) = q.claim("worker-a")
         clock.now = LEASE + 1
         (b,) = q.claim("worker-b")
@@ -223,9 +267,9 @@ def _late_after_done(folder: Path, statement: str) -> str | None:
     return None
 
 
-def _late_while_running(folder: Path, statement: str) -> str | None:
-    q, clock = _scene(folder, "while_running")
-    with q:
+def _late_while_running(folder: Path, statement: str | None, queue_class: Queue = None) -> str | None:
+    q, clock = _scene(folder, "while_running", queue_class)
+    with contextlib.closing(q.db):
         (a,) = q.claim("worker-a")
         clock.now = LEASE + 1
         (b,) = q.claim("worker-b")
