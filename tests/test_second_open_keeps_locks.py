@@ -19,21 +19,27 @@ from labqueue import JobQueue
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.skipif(sys.platform == "win32", reason="POSIX locks")]
 
-# Another process asks whether anybody holds a lock on the -shm's DMS byte (offset 128):
-# every connection with the wal-index mapped holds it shared, so an exclusive try fails.
-DMS_HELD = textwrap.dedent(
+# Another process asks whether anybody holds a lock on some bytes of a file: an exclusive
+# try fails when someone holds them shared. Two ranges matter (SQLite's unix VFS): the
+# -shm's DMS byte (offset 128), which every connection with the wal-index mapped holds, and
+# the database file's SHARED range (510 bytes from 2**30 + 2), which every connection in
+# WAL mode holds while it is open; a connection that closes and can lock that range
+# exclusively takes itself for the last one, checkpoints and deletes the write-ahead log.
+LOCK_HELD = textwrap.dedent(
     """
     import fcntl, os, sys
     fd = os.open(sys.argv[1], os.O_RDWR)
+    start, length = int(sys.argv[2]), int(sys.argv[3])
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, length, start)
     except OSError:
         print("held")
     else:
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 128)
+        fcntl.lockf(fd, fcntl.LOCK_UN, length, start)
         print("free")
     """
 )
+SHARED_FIRST, SHARED_SIZE = 2**30 + 2, 510
 
 # Another process opens, reads and closes plain connections on the file, over and over.
 READER = textwrap.dedent(
@@ -48,10 +54,17 @@ READER = textwrap.dedent(
 )
 
 
+def lock_on(file: str | Path, start: int, length: int) -> str:
+    command = [sys.executable, "-c", LOCK_HELD, str(file), str(start), str(length)]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def dms_lock(path: Path) -> str:
-    shm = f"{path}-shm"
-    probe = subprocess.run([sys.executable, "-c", DMS_HELD, shm], capture_output=True, text=True, check=True)
-    return probe.stdout.strip()
+    return lock_on(f"{path}-shm", 128, 1)
+
+
+def shared_lock(path: Path) -> str:
+    return lock_on(path, SHARED_FIRST, SHARED_SIZE)
 
 
 def test_a_second_open_keeps_the_first_connections_lock_on_the_wal_index(tmp_path):
@@ -64,6 +77,29 @@ def test_a_second_open_keeps_the_first_connections_lock_on_the_wal_index(tmp_pat
         assert dms_lock(path) == "held", "the second open dropped the first connection's locks"
         q.enqueue("t", {})
         assert q.stats()["queued"] == 2
+
+
+def test_a_second_open_keeps_the_first_connections_shared_lock_on_the_database_file(tmp_path):
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        q.enqueue("t", {})
+        assert shared_lock(path) == "held"
+        JobQueue(path, create=False).close()
+        assert shared_lock(path) == "held", "the second open dropped the first connection's lock on the file"
+
+
+def test_the_retention_lab_s_copy_of_a_held_queue_keeps_the_holder_s_locks(tmp_path):
+    """The lab copied a queue's file with shutil.copyfile: a descriptor of the file, closed."""
+    from labqueue.lab import retention
+
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        q.db.execute("PRAGMA wal_autocheckpoint = 0").fetchall()  # the jobs stay in the write-ahead log
+        q.enqueue_many("t", [{}] * 50)
+        copy = retention.copy_queue(path, "copy", tmp_path / "copies")
+        assert (shared_lock(path), dms_lock(path)) == ("held", "held"), "copying the file dropped the locks"
+    with JobQueue(copy, create=False) as copied:
+        assert copied.stats()["queued"] == 50, "the copy lacks the jobs still in the write-ahead log"
 
 
 def test_a_second_open_in_a_loop_beside_a_busy_opener_loses_nothing(tmp_path):

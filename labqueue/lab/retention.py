@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import html
 import os
-import shutil
+import sqlite3
 import statistics
 import time
+from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -301,9 +302,17 @@ def plot_runs(*runs: Run):
 
 
 def copy_queue(source: Path, name: str, folder: Folder = None) -> Path:
-    """A copy of a closed queue's file under a fresh scratch name."""
+    """A copy of a queue's file under a fresh scratch name: SQLite's backup, page for page
+    (its free pages too, so the copy is as big), read on a connection of its own, so what is
+    still in the write-ahead log is copied as well. Never a file copy from Python: POSIX
+    locks belong to a process and a file, and closing any descriptor of the file drops every
+    lock this process holds on it, SQLite's own included ("How To Corrupt An SQLite Database
+    File", section 2.2), so a kernel still holding the queue would lose its locks and, beside
+    another connection that closes, its committed pages. Do not bring back shutil.copyfile."""
     path = db_path(name, folder)
-    shutil.copyfile(source, path)
+    uri = Path(source).absolute().as_uri() + "?mode=rw"  # an existing file only, never a new one
+    with closing(sqlite3.connect(uri, uri=True)) as original, closing(sqlite3.connect(path)) as copy:
+        original.backup(copy)
     return path
 
 
