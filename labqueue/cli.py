@@ -44,7 +44,7 @@ from .health import judge
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue
 from .redaction import ArgumentParser, guard_logging, redact
-from .validate import DEFAULT_QUEUE, FINISHED_STATES
+from .validate import DEFAULT_QUEUE, FINISHED_STATES, MAX_WORKERS
 from .worker import (
     add_settings,
     configure_logging,
@@ -496,8 +496,10 @@ def queue_name(text: str) -> str:
 
 def concurrency(text: str) -> int:
     value = count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 worker, got {text!r}")
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected from 1 to {MAX_WORKERS} workers (MAX_WORKERS), got {text!r}"
+        )
     return value
 
 
@@ -708,12 +710,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
         return tool(argv[0], argv[1:])
-    try:
-        parser = build_parser()  # LABQUEUE_* variables are read here
-    except InvalidArgument as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
+    # LABQUEUE_* variables are read here, by the command that uses them, when its command line
+    # does not give their option (labqueue.environment): a bad one is a usage error naming it.
+    args = build_parser().parse_args(argv)
     if args.db is None:
         args.db = environment.db_from_env()
         if args.db is None:

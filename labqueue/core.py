@@ -426,7 +426,7 @@ class Queue:
         Anything else raises PayloadNotSerializable."""
         row = {
             "kind": validate.kind(kind),
-            "delay": validate.positive("delay", delay, allow_zero=True),
+            "delay": validate.seconds("delay", delay, allow_zero=True),
             "max_attempts": self.max_attempts
             if max_attempts is None
             else validate.attempts("max_attempts", max_attempts),
@@ -691,7 +691,7 @@ class Queue:
     def wait_for_jobs(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a producer's hint that a job was enqueued.
         True if one came. A hint is never the truth: look (any_ready) and claim after it."""
-        timeout = validate.positive("timeout", timeout, allow_zero=True)
+        timeout = validate.seconds("timeout", timeout, allow_zero=True)
         return self._read(lambda: self._d.wait_for_jobs(timeout))
 
     def interrupt_wait(self) -> None:
@@ -831,7 +831,7 @@ class Queue:
         like release(). Returns how many were still ours."""
         for job in jobs:
             check_job(job)
-        delay = validate.positive("delay", delay, allow_zero=True)
+        delay = validate.seconds("delay", delay, allow_zero=True)
         note = stored_error(validate.text("note", note))
         if not jobs:
             return 0
@@ -889,7 +889,7 @@ class Queue:
         skipped: after downtime the current period runs once. `name` (default: kind)
         tells two schedules of one kind apart."""
         validate.kind(kind)
-        validate.positive("seconds", seconds)
+        validate.seconds("seconds", seconds)
         key = every_key(kind, seconds, name, self.server_time())
         return self.enqueue(
             kind, payload, dedupe_key=key, priority=priority, queue=queue, max_attempts=max_attempts
@@ -1066,11 +1066,11 @@ def settings(
     if not callable(rng):
         raise InvalidArgument(f"rng must be a callable returning a float in [0, 1), got {rng!r}")
     return {
-        "lease_seconds": validate.positive("lease_seconds", lease_seconds),
+        "lease_seconds": validate.seconds("lease_seconds", lease_seconds),
         "max_attempts": validate.attempts("max_attempts", max_attempts),
         "backoff_base": validate.positive("backoff_base", backoff_base),
         "backoff_cap": validate.positive("backoff_cap", backoff_cap),
-        "timeout": validate.positive("timeout", timeout, allow_zero=True),
+        "timeout": validate.seconds("timeout", timeout, allow_zero=True),
         "rng": rng,
     }
 
@@ -1191,7 +1191,7 @@ def period_start(now: float, seconds: float) -> float:
 def every_key(kind: object, seconds: object, name: object, now: float) -> str:
     """every()'s arguments checked, and the dedupe key of the period `now` falls in."""
     validate.kind(kind)
-    seconds = validate.positive("seconds", seconds)
+    seconds = validate.seconds("seconds", seconds)
     label = validate.text("name", kind if name is None else name)
     return period_key(label, period_start(now, seconds))
 

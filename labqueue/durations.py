@@ -12,6 +12,7 @@ import math
 import re
 
 from .errors import InvalidArgument
+from .validate import duration_bound
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(?P<number>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>[smhdw]?)\s*")
@@ -19,7 +20,9 @@ _DURATION = re.compile(r"\s*(?P<number>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?
 
 def parse_duration(text: str, *, allow_zero: bool = True) -> float:
     """Seconds in `text`: a number with an optional unit (s, m, h, d, w). Raises
-    InvalidArgument naming the value for anything else (negative, NaN, inf, "5 years")."""
+    InvalidArgument naming the value for anything else (negative, NaN, inf, "5 years"), and
+    for a duration no clock can honour (over 100 years, or above zero and under 1 us:
+    labqueue.validate's MAX_SECONDS and MIN_SECONDS)."""
     match = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if match is None:
         raise InvalidArgument(f"expected a duration such as 90, 90s, 15m, 2h, 1d or 1w, got {text!r}")
@@ -28,6 +31,9 @@ def parse_duration(text: str, *, allow_zero: bool = True) -> float:
         raise InvalidArgument(f"expected a finite duration, got {text!r}")
     if value == 0 and not allow_zero:
         raise InvalidArgument(f"expected a duration above zero, got {text!r}")
+    bound = duration_bound(value, allow_zero=allow_zero)
+    if bound is not None:
+        raise InvalidArgument(f"expected a duration of {bound}, got {text!r}")
     return value
 
 

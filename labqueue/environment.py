@@ -1,8 +1,11 @@
 """Settings from ``LABQUEUE_*`` environment variables, for containers and unit files.
 
 One mapping, in one place: each variable stands in for one command-line option, and an
-option given on the command line wins over its variable. A bad value is refused like
-the option's own bad value, naming the variable.
+option given on the command line wins over its variable. A variable is read only by the
+command that has its option, and only when the command line does not give the option: a
+bad LABQUEUE_CONCURRENCY cannot break `labqueue stats`, nor a bad LABQUEUE_LEASE a worker
+started with --lease. A bad value is refused like the option's own bad value, naming the
+option and the variable.
 
     LABQUEUE_DB           the queue (file or postgresql:// URL) for worker, stats, jobs,
                           purge, health and metrics when DB is not given
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import InvalidArgument
 
@@ -38,9 +42,23 @@ WORKER_VARIABLES = {
 }
 
 
+class FromVariable(str):
+    """A variable's text standing as its option's default. argparse converts a default that
+    is a string with the option's type only when the parsed command has the option and its
+    command line does not give it: then, and only then, is the variable read."""
+
+    variable: str
+
+    def __new__(cls, text: str, variable: str) -> FromVariable:
+        made = super().__new__(cls, text)
+        made.variable = variable
+        return made
+
+
 def worker_defaults(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
-    """Make the worker options' variables their defaults, each checked by the option's own
-    type and choices (InvalidArgument naming the variable), so the command line wins."""
+    """Make the worker options' variables their defaults (FromVariable), each checked when
+    it is used by the option's own type and choices: a bad one is a usage error naming the
+    option and the variable, and the command line wins."""
     environ = os.environ if environ is None else environ
     actions = {action.dest: action for action in parser._actions}
     defaults = {}
@@ -48,15 +66,31 @@ def worker_defaults(parser: argparse.ArgumentParser, environ: Mapping[str, str] 
         raw = environ.get(variable)
         if raw is None or raw == "":
             continue
-        action = actions[dest]
-        try:
-            value = action.type(raw) if callable(action.type) else raw
-        except (argparse.ArgumentTypeError, ValueError, InvalidArgument) as exc:
-            raise InvalidArgument(f"{variable}={raw!r}: {exc}") from None
-        if action.choices is not None and value not in action.choices:
-            raise InvalidArgument(f"{variable}={raw!r}: expected one of {', '.join(action.choices)}")
-        defaults[dest] = value
+        actions[dest].type = _reading_variables(actions[dest])
+        defaults[dest] = FromVariable(raw, variable)
     parser.set_defaults(**defaults)
+
+
+def _reading_variables(action: argparse.Action) -> Callable[[str], Any]:
+    """The option's type, which also reads a FromVariable: by the same type and choices,
+    naming the variable when its value is bad."""
+    convert = action.type if callable(action.type) else None
+    choices = action.choices
+
+    def typed(text: str) -> Any:
+        if not isinstance(text, FromVariable):
+            return text if convert is None else convert(text)
+        raw = str(text)
+        try:
+            value = raw if convert is None else convert(raw)
+        except (argparse.ArgumentTypeError, ValueError, InvalidArgument) as exc:
+            raise argparse.ArgumentTypeError(f"{text.variable}={raw!r}: {exc}") from None
+        if choices is not None and value not in choices:
+            raise argparse.ArgumentTypeError(f"{text.variable}={raw!r}: expected one of {', '.join(choices)}")
+        return value
+
+    typed.__name__ = getattr(convert, "__name__", "str")  # argparse names a bad value by its type
+    return typed
 
 
 def handlers_from_env(environ: Mapping[str, str] | None = None) -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from . import validate
 from .attribution import note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command, worker_environment
@@ -377,6 +378,4 @@ class WorkerPool:
 
 
 def _size(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidArgument(f"size must be a whole number of zero or more, got {value!r}")
-    return value
+    return validate.workers("size", value)  # at most MAX_WORKERS: a size past it cannot be a list's

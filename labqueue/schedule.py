@@ -49,7 +49,7 @@ class Every:
 
     def __post_init__(self) -> None:
         validate.kind(self.kind)
-        validate.positive("seconds", self.seconds)
+        validate.seconds("seconds", self.seconds)
         if self.name is not None:
             validate.text("name", self.name)
         validate.priority(self.priority)

@@ -32,6 +32,16 @@ DEFAULT_QUEUE = "default"
 # longer one would fail at the INSERT. Far above any real name or key.
 MAX_NAME_BYTES = 255
 MAX_KEY_BYTES = 1024
+# Durations (leases, delays, periods, waits) every clock labqueue reads can honour. The longest
+# is a century: a moment that far on is still a date Python can show, and a wait that long is
+# within threading.TIMEOUT_MAX (292 years on Linux). A duration above zero is at least a
+# microsecond: a time of today's epoch in float seconds steps by 0.24 us, so a shorter one is
+# zero to the clock (and a period that short overflows the period arithmetic).
+MAX_SECONDS = 100 * 365.25 * 86400
+MIN_SECONDS = 1e-6
+# The most worker processes one supervisor runs: far above the CPUs of any machine, and far
+# below what would exhaust its descriptors and memory before the first worker started.
+MAX_WORKERS = 1024
 
 
 def positive(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -45,6 +55,32 @@ def positive(name: str, value: object, *, allow_zero: bool = False) -> float:
         need = "zero or more" if allow_zero else "more than zero"
         raise InvalidArgument(f"{name} must be a finite number {need}, got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+def seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A duration: positive(), and within the bounds every clock can honour (duration_bound)."""
+    number = positive(name, value, allow_zero=allow_zero)
+    bound = duration_bound(number, allow_zero=allow_zero)
+    if bound is not None:
+        raise InvalidArgument(f"{name} must be {bound}, got {value!r}")
+    return number
+
+
+def duration_bound(value: float, *, allow_zero: bool = True) -> str | None:
+    """The bound a finite duration of `value` seconds (zero or more) breaks, in words, or
+    None: the one statement of MAX_SECONDS and MIN_SECONDS, for seconds() and the duration
+    parser."""
+    if value > MAX_SECONDS:
+        return f"at most {MAX_SECONDS:.0f} s (100 years)"
+    if 0 < value < MIN_SECONDS:
+        least = f"{'zero or ' if allow_zero else ''}at least {MIN_SECONDS:g} s"
+        return f"{least} (a shorter duration is zero to the clock)"
+    return None
+
+
+def workers(name: str, value: object) -> int:
+    """How many worker processes a supervisor runs: 0 to MAX_WORKERS."""
+    return whole(name, value, low=0, high=MAX_WORKERS, why="MAX_WORKERS")
 
 
 def whole(name: str, value: object, *, low: int, high: int = MAX_SQLITE_INT, why: str = "") -> int:

@@ -384,6 +384,7 @@ def run(
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
     commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
+    poll = validate.seconds("poll", poll)  # an idle worker sleeps this long: the clock must allow it
     names = validate.queue_names(queues)
     turns = QueueTurns(names, weights) if fair and names is not None and len(names) > 1 else None
     if weights and turns is None:
@@ -551,6 +552,16 @@ def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> in
     return value
 
 
+def batch_size(text: str) -> int:
+    """--batch: 1 to MAX_CLAIM_LIMIT jobs, refused here rather than by every worker started."""
+    value = whole_number(text)
+    if value > MAX_CLAIM_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_CLAIM_LIMIT} jobs (MAX_CLAIM_LIMIT), got {text!r}"
+        )
+    return value
+
+
 def queues_option(text: str) -> str:
     """--queues mail:3,reports: checked here, passed on as written (to pool workers too)."""
     try:
@@ -618,7 +629,7 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch",
-        type=whole_number,
+        type=batch_size,
         default=DEFAULT_BATCH,
         metavar="N",
         help=f"most jobs claimed and reported in one write transaction (default {DEFAULT_BATCH}); "

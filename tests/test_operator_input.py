@@ -247,3 +247,140 @@ def test_job_and_jobs_show_any_stored_value(tmp_path, capsys, column, value, sho
         assert (code, err) == (0, ""), argv
     code, out, _ = run(capsys, "job", db, "1")
     assert shown in out
+
+
+# -- 4. numbers and durations have bounds, refused where they are read ----------------------------
+
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "value"),
+    [
+        (["worker", "{db}", "--concurrency", HUGE], "--concurrency", HUGE),
+        (["worker", "{db}", "--concurrency", "1025"], "--concurrency", "1025"),
+        (["worker", "{db}", "--batch", HUGE], "--batch", HUGE),
+        (["worker", "{db}", "--poll", "1e300"], "--poll", "1e300"),
+        (["worker", "{db}", "--poll", "1e-300"], "--poll", "1e-300"),
+        (["worker", "{db}", "--lease", "1e300"], "--lease", "1e300"),
+        (["worker", "{db}", "--grace", "1e300"], "--grace", "1e300"),
+        (["worker", "{db}", "--job-timeout", "6000w"], "--job-timeout", "6000w"),
+        (["worker", "{db}", "--every", "report=1e-300"], "--every", "1e-300"),
+        (["worker", "{db}", "--every", "report=1e300"], "--every", "1e300"),
+        (["stats", "{db}", "--watch", "1e300"], "--watch", "1e300"),
+        (["enqueue", "{db}", "x", "{{}}", "--delay", "1e12"], "--delay", "1e12"),
+        (["purge", "{db}", "--older-than", "1e300"], "--older-than", "1e300"),
+        (["health", "{db}", "--max-oldest-ready", "1e300"], "--max-oldest-ready", "1e300"),
+    ],
+)
+def test_a_number_out_of_bounds_is_one_line_naming_the_option_and_the_value(
+    tmp_path, capsys, argv, option, value
+):
+    db = tmp_path / "jobs.db"
+    JobQueue(db).close()
+    line = usage_error(capsys, *(word.format(db=db) for word in argv))
+    assert f"argument {option}: " in line and f"{value}'" in line
+    with JobQueue(db) as q:
+        assert q.counts()["queued"] == 0  # nothing was changed
+
+
+def test_labqueue_concurrency_out_of_bounds_names_the_variable(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "jobs.db"
+    JobQueue(db).close()
+    monkeypatch.setenv("LABQUEUE_CONCURRENCY", HUGE)
+    line = usage_error(capsys, "worker", db, "--handlers", "labqueue.demo.handlers")
+    assert f"LABQUEUE_CONCURRENCY='{HUGE}'" in line and "1024" in line
+
+
+def test_the_duration_bounds_hold_at_their_edges():
+    from labqueue.durations import parse_duration
+    from labqueue.validate import MAX_SECONDS, MIN_SECONDS
+
+    assert parse_duration("5217w") == 5217 * 604800 < MAX_SECONDS < 5218 * 604800
+    assert parse_duration(repr(MAX_SECONDS)) == MAX_SECONDS
+    assert parse_duration("1e-6", allow_zero=False) == MIN_SECONDS
+    assert parse_duration("0") == 0
+    for text in ("5218w", "1e-7", "1e-300", "1e300"):
+        with pytest.raises(InvalidArgument, match=f"got '{text}'"):
+            parse_duration(text)
+
+
+def test_the_queue_refuses_a_delay_or_period_no_clock_can_honour(make_queue, clock):
+    from labqueue.schedule import Every
+
+    q = make_queue()
+    for call in (
+        lambda: q.enqueue("x", {}, delay=1e12),
+        lambda: q.enqueue("x", {}, delay=10**400),
+        lambda: q.every("x", 1e-300),
+        lambda: q.every("x", 1e300),
+        lambda: Every("x", 1e-300),
+    ):
+        with pytest.raises(InvalidArgument, match=r"(delay|seconds) must be (a finite|at most|at least)"):
+            call()
+    assert q.counts()["queued"] == 0
+    assert q.enqueue("x", {}, delay=86400 * 365) is not None  # a year is fine
+    assert q.every("x", 1e-6) is not None  # and a microsecond's period
+
+
+def test_a_pool_or_a_worker_loop_refuses_what_they_could_not_run(tmp_path):
+    from labqueue import worker as worker_loop
+    from labqueue.pool import WorkerPool
+
+    with pytest.raises(InvalidArgument, match=f"size must be a whole number from 0 to 1024 .*got {HUGE}"):
+        WorkerPool(tmp_path / "jobs.db", int(HUGE))
+    JobQueue(tmp_path / "jobs.db").close()
+    with pytest.raises(InvalidArgument, match=r"poll must be .*got 1e\+300"):
+        worker_loop.run(str(tmp_path / "jobs.db"), "w", 30.0, poll=1e300)
+    with pytest.raises(InvalidArgument, match=r"lease_seconds must be .*got 1e\+300"):
+        JobQueue(tmp_path / "jobs.db", lease_seconds=1e300)
+
+
+# -- 5. LABQUEUE_* variables: read by the command that uses them, and the command line wins -------
+
+WORKER_VARIABLES = {
+    "LABQUEUE_CONCURRENCY": "many",
+    "LABQUEUE_LEASE": "soon",
+    "LABQUEUE_GRACE": "-1",
+    "LABQUEUE_QUEUES": ",",
+    "LABQUEUE_LOG_LEVEL": "loud",
+    "LABQUEUE_LOG_FORMAT": "xml",
+    "LABQUEUE_JOB_TIMEOUT": "never",
+}
+
+
+def test_worker_variables_cannot_break_a_command_that_does_not_use_them(location, capsys, monkeypatch):
+    for variable, bad in WORKER_VARIABLES.items():
+        monkeypatch.setenv(variable, bad)
+    with open_queue(location) as q:
+        q.enqueue("x", {})
+    for argv in (["health"], ["stats"], ["jobs"], ["purge", "--older-than", "1d"], ["job", "1"]):
+        code, _, err = run(capsys, argv[0], location, *argv[1:])
+        assert (code, err) == (0, ""), argv
+
+
+@pytest.mark.parametrize(("variable", "option", "given", "value"), [
+    ("LABQUEUE_LEASE", "--lease", "5", 5.0),
+    ("LABQUEUE_CONCURRENCY", "--concurrency", "2", 2),
+    ("LABQUEUE_LOG_FORMAT", "--log-format", "json", "json"),
+    ("LABQUEUE_JOB_TIMEOUT", "--job-timeout", "1m", 60.0),
+])  # fmt: skip
+def test_the_command_line_wins_over_a_bad_variable(
+    tmp_path, capsys, monkeypatch, variable, option, given, value
+):
+    from labqueue.cli import build_parser
+
+    monkeypatch.setenv(variable, WORKER_VARIABLES[variable])
+    args = build_parser().parse_args(["worker", str(tmp_path / "jobs.db"), option, given])
+    assert getattr(args, option[2:].replace("-", "_")) == value
+    line = usage_error(capsys, "worker", tmp_path / "jobs.db")  # without the option, the variable is read
+    assert f"argument {option}: {variable}='{WORKER_VARIABLES[variable]}'" in line
+
+
+def test_a_good_variable_still_stands_in_for_its_option(tmp_path, monkeypatch):
+    from labqueue.cli import build_parser
+
+    monkeypatch.setenv("LABQUEUE_LEASE", "2m")
+    monkeypatch.setenv("LABQUEUE_LOG_LEVEL", "debug")
+    args = build_parser().parse_args(["worker", str(tmp_path / "jobs.db")])
+    assert (args.lease, args.log_level) == (120.0, "DEBUG")

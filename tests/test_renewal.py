@@ -339,8 +339,10 @@ def test_labqueue_job_timeout_stands_in_for_the_option():
     worker_defaults(p, {"LABQUEUE_JOB_TIMEOUT": "2m"})
     assert p.parse_args([]).job_timeout == 120
     assert p.parse_args(["--job-timeout", "5"]).job_timeout == 5  # the command line wins
-    with pytest.raises(InvalidArgument, match="LABQUEUE_JOB_TIMEOUT='never'"):
-        worker_defaults(parser(), {"LABQUEUE_JOB_TIMEOUT": "never"})
+    worker_defaults(p, {"LABQUEUE_JOB_TIMEOUT": "never"})
+    with pytest.raises(argparse.ArgumentError, match="--job-timeout: LABQUEUE_JOB_TIMEOUT='never'"):
+        p.parse_args([])  # read when used (issue 36): a bad one is refused then, by name
+    assert p.parse_args(["--job-timeout", "5"]).job_timeout == 5  # and not read when overridden
 
 
 def test_the_supervisor_names_a_time_out_exit():
