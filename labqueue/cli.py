@@ -415,10 +415,19 @@ def health(args: argparse.Namespace) -> int:
     exec probe gets exit code 0 and "healthy: ..." when it opens, answers and every threshold given
     holds; exit code 1 and "unhealthy: <why>" otherwise, a missing or unreadable queue
     included. --max-oldest-ready: the longest a ready job may wait (workers are down or
-    too few); --max-dead: the most dead jobs allowed."""
+    too few); --max-waiting: the longest any queued job may wait since it was created,
+    whatever keeps it (a kind no running worker handles, a paused queue, retries); --max-dead:
+    the most dead jobs allowed."""
     try:
         with open_existing(args.db) as q:
-            verdict = judge(q.stats(), max_oldest_ready=args.max_oldest_ready, max_dead=args.max_dead)
+            waiting = q.longest_waiting() if args.max_waiting is not None else None
+            verdict = judge(
+                q.stats(),
+                max_oldest_ready=args.max_oldest_ready,
+                max_dead=args.max_dead,
+                max_waiting=args.max_waiting,
+                longest_waiting=waiting,
+            )
     except (UsageError, LabqueueError, sqlite3.Error) as exc:
         print(f"unhealthy: cannot read the queue: {redact(exc, args.db)}")
         return 1
@@ -658,6 +667,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=duration,
         metavar="DURATION",
         help="unhealthy when the oldest ready job has waited longer (e.g. 5m)",
+    )
+    p.add_argument(
+        "--max-waiting",
+        type=duration,
+        metavar="DURATION",
+        help="unhealthy when a queued job was created longer ago than this, whatever keeps it (e.g. 1h)",
     )
     p.add_argument("--max-dead", type=count, metavar="N", help="unhealthy with more dead jobs than this")
 

@@ -186,6 +186,7 @@ class Driver(Protocol):
     def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool: ...  # (tx)
     def note_crash(self, worker: str, message: str) -> list[int]: ...  # (tx)
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]: ...
+    def longest_waiting(self, now: float | None) -> tuple[int, float] | None: ...
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None: ...  # (tx)
     def cancel(self, job_id: int, now: float | None) -> None: ...  # (tx)
     def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]: ...  # (tx)
@@ -1034,6 +1035,15 @@ class Queue:
         for name, state, n in self._read(lambda: self._d.finished_within(self._now(), seconds)):
             found.setdefault(name, {})[state] = n
         return found
+
+    def longest_waiting(self) -> tuple[int, float] | None:
+        """The queued job created longest ago and how long ago (seconds, by the queue's clock),
+        whatever keeps it waiting: no running worker handles its kind (each gives it back),
+        its queue is paused or served by no worker, a delay, retries. None when no job is
+        queued. stats()' oldest ready job misses such a job, hidden most of the time. Reads
+        every queued row's created_at (through the live rows' index): for a probe."""
+        found = self._read(lambda: self._d.longest_waiting(self._now()))
+        return None if found is None else (found[0], round(max(float(found[1]), 0.0), 1))
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state (every state listed, zeros included). Counts

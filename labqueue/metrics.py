@@ -14,6 +14,9 @@ them go backwards):
 - ``labqueue_jobs{queue,state}`` live jobs (queued, running) per named queue;
 - ``labqueue_ready_jobs{queue}`` jobs ready to run now;
 - ``labqueue_oldest_ready_age_seconds{queue}`` how long the oldest ready job has waited;
+- ``labqueue_longest_waiting_seconds`` how long the queued job created longest ago has
+  waited, whatever keeps it (a kind no running worker handles, a paused queue, retries;
+  0 when none): the oldest ready job's age misses a job given back again and again;
 - ``labqueue_dead_jobs`` dead jobs (every queue; read through the dead-jobs index);
 - ``labqueue_finished_last_minute{queue,state}`` jobs that finished (done, dead,
   cancelled) in the last 60 s by their ``finished_at``: the throughput. It reads the
@@ -48,6 +51,7 @@ class Reading:
     stats: dict[str, Any]
     queues: dict[str, dict[str, Any]]
     finished: dict[str, dict[str, int]] = field(default_factory=dict)
+    longest_waiting: float = 0.0
 
 
 def read(q: Any, *, clock: Callable[[], float] = time.time) -> Reading:
@@ -56,6 +60,7 @@ def read(q: Any, *, clock: Callable[[], float] = time.time) -> Reading:
         stats=q.stats(),
         queues=q.queue_stats(),
         finished=q.finished_within(THROUGHPUT_WINDOW),
+        longest_waiting=(q.longest_waiting() or (None, 0.0))[1],
     )
 
 
@@ -98,6 +103,11 @@ def prometheus_text(reading: Reading) -> str:
         "labqueue_oldest_ready_age_seconds",
         "How long the oldest ready job has waited, by named queue.",
         [({"queue": q}, float(row["oldest_ready_age_s"])) for q, row in sorted(queues.items())],
+    )
+    family(
+        "labqueue_longest_waiting_seconds",
+        "How long the queued job created longest ago has waited, whatever keeps it.",
+        [({}, float(reading.longest_waiting))],
     )
     family("labqueue_dead_jobs", "Dead jobs in every queue.", [({}, reading.stats["dead"])])
     family(

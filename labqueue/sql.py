@@ -641,3 +641,13 @@ SELECT * FROM jobs
  ORDER BY id DESC
  LIMIT :limit
 """
+
+# The queued job created longest ago, and how long ago by the reader's clock (health's
+# --max-waiting, metrics' labqueue_longest_waiting_seconds): whatever keeps it waiting. The
+# live rows only, through jobs_ready: it reads each queued row's created_at, for a probe.
+LONGEST_WAITING = """
+SELECT id, :now - created_at AS waited FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'queued'
+ ORDER BY created_at, id
+ LIMIT 1
+"""

@@ -384,3 +384,69 @@ def test_a_good_variable_still_stands_in_for_its_option(tmp_path, monkeypatch):
     monkeypatch.setenv("LABQUEUE_LOG_LEVEL", "debug")
     args = build_parser().parse_args(["worker", str(tmp_path / "jobs.db")])
     assert (args.lease, args.log_level) == (120.0, "DEBUG")
+
+
+# -- 6. health flags a job that has waited too long, whatever keeps it ----------------------------
+
+
+def give_back(q, kind: str = "theirs") -> None:
+    """What every worker does with a kind it has no handler for: give the job back, hidden."""
+    from labqueue.unknown_kinds import UNKNOWN_KIND_DELAY
+
+    jobs = [job for job in q.claim("w", limit=10) if job.kind == kind]
+    assert q.put_back(jobs, UNKNOWN_KIND_DELAY, f"no handler for kind {kind!r}") == len(jobs)
+
+
+def test_a_job_no_worker_handles_is_flagged_by_max_waiting_alone(make_queue, clock):
+    from labqueue.health import judge
+
+    q = make_queue()
+    stuck = q.enqueue("theirs", {})
+    for _ in range(40):  # ten minutes of workers giving it back
+        give_back(q)
+        clock.advance(15)
+    give_back(q)
+    clock.advance(1)
+    stats = q.stats()
+    assert stats["ready_now"] == 0 and stats["queued"] == 1  # hidden: the oldest ready job misses it
+    assert q.longest_waiting() == (stuck, 601.0)
+    assert judge(stats, max_oldest_ready=30, max_dead=0).healthy
+    verdict = judge(stats, max_oldest_ready=30, max_waiting=300, longest_waiting=q.longest_waiting())
+    assert verdict.line == (
+        f"unhealthy: job {stuck} has waited 601 s since it was created, over --max-waiting 5m "
+        f"('labqueue job DB {stuck}' shows why)"
+    )
+    assert judge(stats, max_waiting=900, longest_waiting=q.longest_waiting()).line.endswith(
+        f"; job {stuck} queued longest, 601 s"
+    )
+
+
+def test_longest_waiting_is_the_queued_job_created_first_whatever_its_state_was(make_queue, clock):
+    q = make_queue()
+    assert q.longest_waiting() is None
+    first = q.enqueue("x", {})
+    clock.advance(10)
+    q.enqueue("x", {}, delay=3600)
+    clock.advance(10)
+    (job,) = q.claim("w", limit=1)  # the first one runs: it waits no more
+    assert job.id == first and q.longest_waiting() == (first + 1, 10.0)
+    q.complete(job)
+    q.pause("default")  # a paused queue's jobs wait too
+    clock.advance(100)
+    assert q.longest_waiting() == (first + 1, 110.0)
+
+
+def test_health_max_waiting_on_the_command_line(location, capsys):
+    with open_queue(location) as q:
+        stuck = q.enqueue("theirs", {})
+        give_back(q)
+        q.db.execute("UPDATE jobs SET created_at = created_at - 7200")  # two hours ago
+        q.db.commit()
+    code, out, _ = run(capsys, "health", location, "--max-oldest-ready", "5m")
+    assert (code, out.split(":")[0]) == (0, "healthy")
+    code, out, _ = run(capsys, "health", location, "--max-oldest-ready", "5m", "--max-waiting", "1h")
+    assert code == 1 and out.startswith(f"unhealthy: job {stuck} has waited 720")
+    assert "over --max-waiting 1h" in out
+    code, out, _ = run(capsys, "stats", location, "--format", "prometheus")
+    (gauge,) = [line for line in out.splitlines() if line.startswith("labqueue_longest_waiting_seconds ")]
+    assert 7200 <= float(gauge.split()[1]) < 7300

@@ -455,6 +455,10 @@ class SqliteDriver:
             rows = self._hot.execute(sql.FINISHED_WITHIN, {"now": now, "window": window})
             return [tuple(row) for row in rows]
 
+    def longest_waiting(self, now: float | None) -> tuple[int, float] | None:
+        row = self._hot.execute(sql.LONGEST_WAITING, {"now": now}).fetchone()
+        return None if row is None else (row[0], row[1])
+
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
         """(The write lock is held already: `lock` changes nothing here.)"""
         row = self._hot.execute(sql.JOB_STATE, (job_id,)).fetchone()

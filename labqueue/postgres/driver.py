@@ -383,6 +383,10 @@ class PgDriver:
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
         return self.db.execute(sql.FINISHED_WITHIN, {"now": now, "window": window}).fetchall()
 
+    def longest_waiting(self, now: float | None) -> tuple[int, float] | None:
+        row = self.db.execute(sql.LONGEST_WAITING, {"now": now}).fetchone()
+        return None if row is None else (row[0], row[1])
+
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None:
         row = self.db.execute(sql.JOB_STATE_LOCKED if lock else sql.JOB_STATE, {"id": job_id}).fetchone()
         return None if row is None else row[0]

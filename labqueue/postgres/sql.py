@@ -488,3 +488,9 @@ SELECT {COLUMN_LIST} FROM jobs
  ORDER BY id DESC
  LIMIT %(limit)s
 """
+LONGEST_WAITING = f"""
+SELECT id, {NOW} - created_at FROM jobs
+ WHERE state = 'queued'
+ ORDER BY created_at, id
+ LIMIT 1
+"""
