@@ -1,6 +1,7 @@
 """The rooms: the queue (labqueue), the course (labqueue.lab, and labqueue.tutorial, the
-queue the course's Part 1 builds) and the tools (labqueue.bench, labqueue.chaos). The core imports neither of the others, and a plain
-worker knows no job kinds until the operator registers some."""
+queue the course's Part 1 builds) and the tools (labqueue.bench, labqueue.chaos). The core
+imports neither of the others, and a plain worker knows no job kinds until the operator
+registers some."""
 
 from __future__ import annotations
 

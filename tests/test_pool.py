@@ -75,7 +75,7 @@ def test_the_worker_command_carries_the_options_before_the_positionals(db):
     assert cmd[at + 1 : at + 3] == ["--max-attempts", "3"]
     end = cmd.index("--")  # worker_command ends the options with "--" before the positionals
     # DB is "-": the worker reads its location from LABQUEUE_DB, never from the command line
-    assert ["-", "w0", "5"] == cmd[end + 1 : end + 4] and "m" in cmd[:end]
+    assert cmd[end + 1 : end + 4] == ["-", "w0", "5"] and "m" in cmd[:end]
     assert str(db) not in cmd
 
 

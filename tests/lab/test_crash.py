@@ -88,7 +88,7 @@ def test_the_workers_run_the_learners_worker_loop(tmp_path):
     assert run.first_lease > 29  # the learner's worker leased the job for 30 s
     assert run.lines()[-1] == "w2 did not finish the job: the run gave up after 1.5 s"
     with pytest.raises(ValueError, match="never claimed"):
-        run.gap
+        _ = run.gap
     fig = crash.plot_crash(run)
     assert fig.axes[0].get_title() == "w2 did not get the job in 1.5 s"
     plt.close(fig)
