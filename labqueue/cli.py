@@ -77,8 +77,9 @@ def worker(args: argparse.Namespace) -> int:
     """Run workers on the queue DB. They claim jobs, run their handlers, record the outcome.
 
     A supervisor runs --concurrency worker processes (default 1) and restarts any that
-    crashes; each job a crashed worker held gets "worker crashed (exit code N / signal S)
-    while running this job" in its last_error, and the supervisor's log names the jobs.
+    crashes; the job a crashed worker was running gets "worker crashed (exit code N / signal
+    S) while running this job" in its last_error, the rest of its batch "... while holding
+    this job, not running it", and the supervisor's log names the jobs.
     The first SIGTERM or Ctrl-C is a warm stop: each worker finishes its current job and
     gives back the rest of its batch; a second signal, or --grace after the first, stops
     them at once (a job cut short goes to another worker when its lease ends).

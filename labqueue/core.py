@@ -184,7 +184,9 @@ class Driver(Protocol):
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None: ...  # (tx)
     def release(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool: ...  # (tx)
-    def note_crash(self, worker: str, message: str) -> list[int]: ...  # (tx)
+    def note_crash(  # (tx)
+        self, worker: str, message: str, running: int | None, running_message: str
+    ) -> list[int]: ...
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]: ...
     def longest_waiting(self, now: float | None) -> tuple[int, float] | None: ...
     def state_of(self, job_id: int, *, lock: bool = False) -> str | None: ...  # (tx)
@@ -840,14 +842,22 @@ class Queue:
             now = self._now()
             return sum(self._d.put_back(job, now, delay, note) for job in jobs)
 
-    def note_crash(self, worker: str, message: str) -> list[int]:
+    def note_crash(
+        self, worker: str, message: str, *, running: int | None = None, running_message: str | None = None
+    ) -> list[int]:
         """Write `message` into last_error of every job still running under `worker`'s
         name (a supervisor's note that the process died holding them), and return their
-        ids. Leases are untouched: each job goes to another worker when its lease ends."""
+        ids; the job `running` (the one whose handler was running, when the supervisor
+        knows it) gets `running_message` instead. Leases are untouched: each job goes to
+        another worker when its lease ends."""
         validate.text("worker", worker)
         message = stored_error(validate.text("message", message))
+        if running is not None:
+            validate.job_id(running)
+        if running_message is not None:
+            running_message = stored_error(validate.text("running_message", running_message))
         with self._tx():
-            return sorted(self._d.note_crash(worker, message))
+            return sorted(self._d.note_crash(worker, message, running, running_message or message))
 
     # -- operating --------------------------------------------------------------
 

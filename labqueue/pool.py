@@ -18,12 +18,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 from . import validate
-from .attribution import note_crash
+from .attribution import RunningSlot, note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command, worker_environment
 from .renewal import EXIT_TIMED_OUT
@@ -61,6 +61,8 @@ class Worker:
     proc: subprocess.Popen
     started: float  # time.time() at the start
     ended: float | None = None
+    running: RunningSlot | None = field(default=None, repr=False)  # which job runs (note_crashes)
+    last_running: int | None = None  # the job whose handler ran when it ended, read at reap()
 
     @property
     def pid(self) -> int:
@@ -229,6 +231,9 @@ class WorkerPool:
         for slot, w in enumerate(self.slots):
             if w is not None and w.proc.poll() is not None:
                 w.ended = now
+                if w.running is not None:  # what it published last, then the slot is done with
+                    w.last_running = w.running.read()
+                    w.running.close()
                 self.slots[slot] = None
                 self.ended.append(w)
                 gone.append(w)
@@ -247,7 +252,7 @@ class WorkerPool:
                 self.quick_crashes[w.slot] = self.quick_crashes[w.slot] + 1 if quick else 0
                 delay = restart_delay(self.quick_crashes[w.slot])
                 held = self._note_crash(w)
-                holding = f" while running job(s) {', '.join(map(str, held))}" if held else ""
+                holding = _holding(held, w.last_running)
                 if delay == 0:
                     fresh = self._restart(w.slot)
                     log.warning(
@@ -283,7 +288,7 @@ class WorkerPool:
         """The jobs a crashed worker still held, each noted with how it crashed."""
         if not self.note_crashes or self.path is None:
             return []
-        held = note_crash(self.path, w.name, w.returncode)
+        held = note_crash(self.path, w.name, w.returncode, running=w.last_running)
         if held:
             self.crashed_jobs[w.name] = held
         return held
@@ -296,9 +301,19 @@ class WorkerPool:
             options["env"] = worker_environment(self.path, options.get("env"))
         if self.new_session and os.name == "posix":
             options["start_new_session"] = True
-        proc = subprocess.Popen(self.command_line(name), **options)
+        running = None
+        if self.note_crashes and self.path is not None and self.command is None:
+            running = RunningSlot()  # the worker says which job runs, for the crash note
+            options["env"] = {**options["env"], **running.environment()}
+            options["pass_fds"] = (*options.get("pass_fds", ()), running.fd)
+        try:
+            proc = subprocess.Popen(self.command_line(name), **options)
+        except BaseException:
+            if running is not None:
+                running.close()
+            raise
         self.started += 1
-        worker = Worker(name, slot, proc, time.time())
+        worker = Worker(name, slot, proc, time.time(), running=running)
         self.slots[slot] = worker
         log.info("started worker %s (pid %d)", name, proc.pid)
         return worker
@@ -375,6 +390,16 @@ class WorkerPool:
                 log.info("all workers stopped (%d restart(s))", self.restarts)
                 return 0
             time.sleep(tick)
+
+
+def _holding(held: list[int], running: int | None) -> str:
+    """The crash log's words for the jobs a crashed worker held, and the one it ran."""
+    if not held:
+        return ""
+    others = ", ".join(str(job_id) for job_id in held if job_id != running)
+    if running not in held:
+        return f" while holding job(s) {others}"
+    return f" while running job(s) {running}" + (f" and holding {others}" if others else "")
 
 
 def _size(value: object) -> int:

@@ -615,11 +615,13 @@ UPDATE jobs
 """
 
 # A supervisor's note on the jobs a crashed worker held: only rows still running under
-# that worker's name (a job another worker has taken over since is left alone). The
-# lease is untouched: the job goes to another worker when it ends, as before.
+# that worker's name (a job another worker has taken over since is left alone); the job
+# whose handler was running (:running, when the supervisor knows it) gets a note of its
+# own. The lease is untouched: the job goes to another worker when it ends, as before.
 NOTE_CRASH = f"""
 UPDATE jobs
-   SET last_error = substr(:message, 1, {MAX_ERROR_CHARS})
+   SET last_error = substr(CASE WHEN id = :running THEN :running_message ELSE :message END,
+                           1, {MAX_ERROR_CHARS})
  WHERE state IN ('queued', 'running') AND state = 'running' AND worker = :worker
 RETURNING id
 """

@@ -32,6 +32,7 @@ from typing import Any
 
 from . import handlers as registry
 from . import heap, joblog, validate
+from .attribution import running_publisher
 from .backends import open_queue
 from .core import DATABASE_FAILURES
 from .durations import parse_duration
@@ -263,6 +264,7 @@ def work_batch(
     call: Callable[..., Any] = lambda action, *args, **kwargs: action(*args, **kwargs),
     worker: str | None = None,
     held: Holding | None = None,
+    publish: Callable[[int | None], None] | None = None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -276,7 +278,8 @@ def work_batch(
     database call goes through `call` (the worker's Reconnector.call: after a lost
     connection it reconnects and repeats the call, which the fences make safe). What the
     batch holds is published in `held`, for the worker's renewal thread (labqueue.renewal):
-    a few attribute writes per job."""
+    a few attribute writes per job; and the running job's id to `publish`, for the
+    supervisor's note should the process die (labqueue.attribution.RunningSlot)."""
     finished: list[Finished] = []
     pending = call(give_back_unknown, q, batch, handlers, worker=worker)  # kinds this worker cannot run
     held = Holding() if held is None else held
@@ -314,8 +317,12 @@ def work_batch(
             continue
         job, began = pending.pop(0), monotonic()
         held.running = (job, began)
+        if publish is not None:
+            publish(job.id)
         finished.append(run_handler(q, job, handlers))
         held.running = None
+        if publish is not None:
+            publish(None)
         ended = monotonic()
         timings[job.id] = (time.time(), ended - began)
         ran += 1
@@ -350,6 +357,7 @@ def run(
     purge_every: float = DEFAULT_PURGE_EVERY,
     reconnect_limit: int | None = None,
     job_timeout: float | None = None,
+    publish: Callable[[int | None], None] | None = None,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
@@ -379,7 +387,9 @@ def run(
     the leases of every job it holds (labqueue.renewal), so a long handler runs once
     without KeepAlive. A handler that runs past its time limit (its kind's, from
     @handler(kind, timeout=...), else `job_timeout`; None: no limit) has its job failed,
-    "timed out after N s", and the process exits with renewal.EXIT_TIMED_OUT."""
+    "timed out after N s", and the process exits with renewal.EXIT_TIMED_OUT. `publish(id)`
+    is told the job whose handler starts, and `publish(None)` when it ends: a pool's
+    supervisor reads it after a crash (labqueue.attribution.running_publisher)."""
     stop = stop or StopFlag()
     table = registry.HANDLERS if handlers is None else handlers
     batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
@@ -506,6 +516,7 @@ def run(
                     worker=worker_id,
                     call=call,
                     held=renewer.held,
+                    publish=publish,
                 )
                 handled += ran
     except ForcedShutdown:
@@ -818,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
     configure_logging(args.log_level, args.log_format, log_success=args.log_success)
     guard_logging(args.db)  # whatever is logged, the location's password is not
+    publish = running_publisher()  # a pool's supervisor reads which job ran, should this process die
     # This process is a worker's own: its heap keeps its top between statements (labqueue.heap).
     if not heap.keep_top():
         log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
@@ -840,6 +852,7 @@ def main(argv: list[str] | None = None) -> int:
             stop=stop,
             **queue_settings(args),
             **loop_settings(args),
+            publish=publish,
         )
     except ForcedShutdown:
         return 1

@@ -13,6 +13,7 @@ case concerns the queue (the PostgreSQL ones on a database of their own)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import urllib.request
@@ -450,3 +451,101 @@ def test_health_max_waiting_on_the_command_line(location, capsys):
     code, out, _ = run(capsys, "stats", location, "--format", "prometheus")
     (gauge,) = [line for line in out.splitlines() if line.startswith("labqueue_longest_waiting_seconds ")]
     assert 7200 <= float(gauge.split()[1]) < 7300
+
+
+# -- 7. a crashed worker's note: the job it was running, and the ones it only held ----------------
+
+CRASHING = '''
+import os
+
+from labqueue import handler
+
+
+@handler("crash")
+def crash(job, q):
+    os._exit(3)
+
+
+@handler("noop")
+def noop(job, q):
+    return None
+'''
+
+
+def test_crash_messages_say_running_only_of_the_job_that_ran():
+    from labqueue.attribution import crash_message
+
+    assert crash_message(3, running=True) == "worker crashed (exit code 3) while running this job"
+    killed = "worker crashed (signal SIGKILL) while holding this job"
+    assert crash_message(-9, running=False) == f"{killed}, not running it"
+    assert crash_message(-9) == killed  # nobody said which job ran
+    assert crash_message(75, running=True) == (
+        "worker stopped (exit code 75: a job ran past its time limit) while running this job"
+    )
+
+
+def test_a_running_slot_carries_the_running_job_to_the_supervisor(tmp_path):
+    from labqueue.attribution import RUNNING_SLOT_VARIABLE, RunningSlot, running_publisher
+
+    slot = RunningSlot()
+    assert slot.environment() == {RUNNING_SLOT_VARIABLE: str(slot.fd)}
+    inherited = os.dup(slot.fd)  # the worker's own descriptor of it (pass_fds), which it closes
+    environ = {RUNNING_SLOT_VARIABLE: str(inherited), "OTHER": "kept"}
+    publish = running_publisher(environ)
+    assert publish is not None and environ == {"OTHER": "kept"}  # no process it starts inherits it
+    assert slot.read() is None
+    publish(42)
+    assert slot.read() == 42
+    publish(None)
+    assert slot.read() is None
+    publish(2**63 - 1)
+    assert slot.read() == 2**63 - 1
+    slot.close()
+    assert slot.read() is None
+    named = tmp_path / "eight.bytes"
+    named.write_bytes(b"12345678")
+    with named.open("r+b") as held:  # a descriptor that is no slot (a file with a name) is left alone
+        assert running_publisher({RUNNING_SLOT_VARIABLE: str(held.fileno())}) is None
+    assert named.read_bytes() == b"12345678"
+    assert running_publisher({RUNNING_SLOT_VARIABLE: "not a number"}) is None
+    assert running_publisher({}) is None
+
+
+def test_a_crashed_workers_batch_says_which_job_ran_and_which_it_only_held(location, tmp_path, monkeypatch):
+    from cli_helpers import wait_for
+
+    from labqueue.pool import WorkerPool
+
+    (tmp_path / "crashing_jobs.py").write_text(CRASHING)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with open_queue(location) as q:
+        crash = q.enqueue("crash", {}, priority=1)  # claimed first, run first
+        held = [q.enqueue("noop", {}) for _ in range(3)]  # claimed in its batch, never started
+    pool = WorkerPool(location, 1, handlers=("crashing_jobs",), note_crashes=True, names="pool/{}".format)
+    try:
+        pool.fill()
+        wait_for(lambda: pool.check() is not None and pool.restarts >= 1)
+    finally:
+        pool.kill_all()
+    assert pool.crashed_jobs == {"pool/0": [crash, *held]}
+    assert pool.ended[0].last_running == crash
+    with open_queue(location) as q:
+        notes = {job_id: q.job(job_id).last_error for job_id in (crash, *held)}
+    assert notes[crash] == "worker crashed (exit code 3) while running this job (worker pool/0)"
+    for job_id in held:
+        assert notes[job_id] == (
+            "worker crashed (exit code 3) while holding this job, not running it (worker pool/0)"
+        )
+
+
+def test_without_a_slot_every_note_says_holding(tmp_path):
+    from labqueue.attribution import note_crash
+
+    db = str(tmp_path / "jobs.db")
+    with JobQueue(db) as q:
+        q.enqueue_many("x", [{}] * 2)
+        ids = [job.id for job in q.claim("w", limit=2)]
+    assert note_crash(db, "w", -9) == ids
+    with JobQueue(db) as q:
+        notes = {q.job(i).last_error for i in ids}
+    assert notes == {"worker crashed (signal SIGKILL) while holding this job (worker w)"}

@@ -446,9 +446,10 @@ class SqliteDriver:
         params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
         return self._hot.execute(sql.PUT_BACK, params).rowcount == 1
 
-    def note_crash(self, worker: str, message: str) -> list[int]:
-        rows = self._hot.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
-        return [row[0] for row in rows]
+    def note_crash(self, worker: str, message: str, running: int | None, running_message: str) -> list[int]:
+        params = {"worker": worker, "message": message, "running": running}
+        params["running_message"] = running_message
+        return [row[0] for row in self._hot.execute(sql.NOTE_CRASH, params).fetchall()]
 
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
         with self._lenient_text():  # a queue name another program stored as invalid UTF-8

@@ -376,9 +376,10 @@ class PgDriver:
         params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
         return self.db.execute(sql.PUT_BACK, params).rowcount == 1
 
-    def note_crash(self, worker: str, message: str) -> list[int]:
-        rows = self.db.execute(sql.NOTE_CRASH, {"worker": worker, "message": message}).fetchall()
-        return [row[0] for row in rows]
+    def note_crash(self, worker: str, message: str, running: int | None, running_message: str) -> list[int]:
+        params = {"worker": worker, "message": message, "running": running}
+        params["running_message"] = running_message
+        return [row[0] for row in self.db.execute(sql.NOTE_CRASH, params).fetchall()]
 
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]:
         return self.db.execute(sql.FINISHED_WITHIN, {"now": now, "window": window}).fetchall()

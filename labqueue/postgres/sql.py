@@ -471,7 +471,8 @@ UPDATE jobs
 """
 NOTE_CRASH = """
 UPDATE jobs
-   SET last_error = %(message)s
+   SET last_error = CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text
+                         ELSE %(message)s::text END
  WHERE state = 'running' AND worker = %(worker)s
 RETURNING id
 """
