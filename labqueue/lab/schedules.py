@@ -205,12 +205,16 @@ def race(
                     time.sleep(rng.uniform(0.5, 1.5) * config.tick_every)
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
+            gate.abort()  # a scheduler that never reached the gate must not leave the others waiting
 
     threads = [threading.Thread(target=scheduler, args=(i, n), daemon=True) for i, n in enumerate(names)]
     for thread in threads:
         thread.start()
     started[0] = time.time()
-    gate.wait()
+    try:
+        gate.wait(timeout=120)
+    except threading.BrokenBarrierError:
+        raise errors[0] if errors else RuntimeError("the schedulers did not all start within 120 s") from None
     _follow(threads, config.seconds, progress)
     if errors:
         raise errors[0]
