@@ -5,6 +5,10 @@ anything imports them, so `from labqueue.tutorial.jobqueue import JobQueue` insi
 learner's worker loop finds the learner's queue. Without a workspace, it runs the course's.
 
     python -m labqueue.tutorial.process [--code FOLDER] worker DB WORKER_ID LEASE [IDLE_EXIT]
+    python -m labqueue.tutorial.process [--code FOLDER] test [PYTEST ARGS]
+
+`test` runs the tutorial's own suite (labqueue/tutorial/test_jobqueue.py) with pytest, on
+the workspace's code when FOLDER is given.
 """
 
 from __future__ import annotations
@@ -71,13 +75,36 @@ def start_worker(
     return subprocess.Popen(worker_command(path, worker_id, lease_seconds, idle_exit, code), **popen)
 
 
-USAGE = "usage: python -m labqueue.tutorial.process [--code FOLDER] worker DB WORKER_ID LEASE [IDLE_EXIT]"
+USAGE = (
+    "usage: python -m labqueue.tutorial.process [--code FOLDER] worker DB WORKER_ID LEASE [IDLE_EXIT]\n"
+    "       python -m labqueue.tutorial.process [--code FOLDER] test [PYTEST ARGS]"
+)
+SUITE = Path(__file__).resolve().parent / "test_jobqueue.py"
+
+
+def test_command(code: str | os.PathLike[str] | None = None, *pytest_args: str) -> list[str]:
+    """The command line that runs the tutorial's suite on the code in folder `code`."""
+    where = ["--code", str(code)] if code is not None else []
+    return [sys.executable, "-m", f"{PACKAGE_NAME}.process", *where, "test", *pytest_args]
+
+
+def run_suite(code: str | os.PathLike[str] | None, pytest_args: list[str]) -> int:
+    """Load the workspace, then run pytest on the suite in this process: its imports of
+    labqueue.tutorial.* find the modules already loaded, the learner's."""
+    import pytest
+
+    load(code)
+    # No cache folder beside the installed package; nbval (if installed) is for notebooks.
+    quiet = ["-p", "no:cacheprovider", "-p", "no:nbval"]
+    return int(pytest.main([str(SUITE), *quiet, *pytest_args]))
 
 
 def main(argv: list[str]) -> int:
     code = None
     if argv[:1] == ["--code"] and len(argv) > 1:
         code, argv = argv[1], argv[2:]
+    if argv[:1] == ["test"]:
+        return run_suite(code, argv[1:])
     if not (4 <= len(argv) <= 5 and argv[0] == "worker"):
         print(USAGE, file=sys.stderr)
         return 2
