@@ -803,9 +803,9 @@ def _not_a_database(path: Path, exc: sqlite3.DatabaseError) -> NotADatabase:
 def _writable_if_present(path: Path) -> bool:
     """False only when `path` exists and this user may not read and write it. Asked of
     os.access, never by opening it (see above): the answer must not cost the locks."""
-    if os.access(path, os.R_OK | os.W_OK):
-        return True
-    return not path.exists()  # gone meanwhile (another connection removed the -wal): fine
+    # Other connections delete and create the -wal and -shm at any moment: os.access says False
+    # for a file that was gone for an instant, so ask again while the answers disagree.
+    return any(os.access(path, os.R_OK | os.W_OK) or not path.exists() for _ in range(3))
 
 
 def _check_writable(path: Path) -> None:

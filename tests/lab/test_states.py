@@ -98,7 +98,9 @@ RUNS = {
         _each_row(sql.PUT_BACK, lambda i: {"now": NOW, "delay": 10, "note": "n", "id": i, "token": "tok"})
     ],
     # NOTE_CRASH writes a note only, PAUSE a row of queue_pauses: neither moves a job.
-    "NOTE_CRASH": [_once(sql.NOTE_CRASH, {"worker": "w", "message": "m"})],
+    "NOTE_CRASH": [
+        _once(sql.NOTE_CRASH, {"worker": "w", "message": "m", "running": None, "running_message": "r"})
+    ],
     "PAUSE": [_once(sql.PAUSE, {"queue": "mail", "now": NOW, "reason": None})],
     "REQUEUE_DEAD": [_once(sql.REQUEUE_DEAD, (NOW,))],
     "REQUEUE_DEAD_IDS": [_once(sql.REQUEUE_DEAD_IDS, (NOW, json.dumps(list(range(1, 17)))))],
