@@ -1,16 +1,31 @@
-"""Notebook 12: the end-to-end chaos run, its invariants, a timeline, and the course's finale.
+"""Notebook 12: the end-to-end chaos run on the learner's queue, its invariants, a timeline,
+and the course's finale.
 
-The run itself is labqueue.chaos (also ``python -m labqueue.chaos``); this module adds
-a progress bar, tables, the timeline plot and the widget panel."""
+The supervisor, its faults and the invariants are labqueue.chaos's (the tool behind
+``python -m labqueue.chaos``, which runs labqueue's own workers). Here its pool runs the
+tutorial's worker processes instead (``python -m labqueue.tutorial.process``), on the code
+in folder `code` (the learner's workspace; None: the course's), and the queue is the
+tutorial's table. This module adds a progress bar, tables, the timeline plot and the panel."""
 
 from __future__ import annotations
 
 import html
 import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from ..chaos.check import figures
-from ..chaos.supervisor import ChaosConfig, ChaosResult, run
+from ..chaos.check import SLOW_STALL_SECONDS, JobRow, check_run, figures
+from ..chaos.store import Store, check_new
+from ..chaos.supervisor import RECORD_TABLES, TICK, ChaosConfig, ChaosResult, Supervisor, save_records
+from ..demo.handlers import LEDGER_TABLE
+from ..pool import WorkerPool
+from ..tutorial import process
 from .assets import DPI, FIGSIZE_TALL, data_file, figure_png
 from .scratch import db_path
 
@@ -19,19 +34,140 @@ LIFE_COLOUR = "#a6bddb"
 Folder = str | os.PathLike[str] | None
 
 
-def run_with_progress(
-    config: ChaosConfig, name: str = "chaos", folder: Folder = None, progress: bool = True
+JOB_ROWS = "SELECT id, kind, state, attempts, max_attempts, last_error, finished_at FROM jobs ORDER BY id"
+LEDGER_ROWS = "SELECT job_id, attempt FROM ledger ORDER BY job_id, attempt"
+
+
+# Run in a child process, so the queue is made by the JobQueue of the code folder without
+# loading that code into the notebook's kernel: argv is PATH CODE MAX_ATTEMPTS KIND...
+FILL = """
+import itertools, sys
+from labqueue.tutorial import process
+path, code, max_attempts, order = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), sys.argv[4:]
+q = process.tutorial_module("jobqueue", code).JobQueue(path, max_attempts=max_attempts)
+for kind, run in itertools.groupby(order):
+    q.enqueue_many(kind, [{} for _ in run])
+q.db.close()
+"""
+
+
+def prepare(path: Path, config: ChaosConfig, code: Folder = None) -> int:
+    """A fresh tutorial queue, made by the JobQueue in `code`, holding the mix shuffled with
+    the config's seed, an empty ledger and the supervisor's record tables. Returns the job count."""
+    check_new(path)
+    order = [kind for kind, count in config.job_mix.items() for _ in range(count)]
+    random.Random(config.seed).shuffle(order)  # the awkward jobs spread through the run
+    where = "" if code is None else str(code)
+    command = [sys.executable, "-c", FILL, str(path), where, str(config.max_attempts), *order]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise RuntimeError(f"your JobQueue could not fill the queue (exit code {done.returncode}):\n{tail}")
+    with Store(path) as store:
+        store.execute(LEDGER_TABLE)
+        store.script(RECORD_TABLES)
+    return len(order)
+
+
+def preflight(code: Folder) -> None:
+    """Start one worker on an empty queue: if the code cannot even run, say so now, with
+    the worker's own error, instead of a pool that crashes for ever."""
+    with tempfile.TemporaryDirectory(prefix="labqueue-preflight-") as scratch:
+        command = process.worker_command(Path(scratch) / "empty.db", "preflight", 1.0, 0.0, code)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise RuntimeError(f"a worker on your code cannot start (exit code {done.returncode}):\n{tail}")
+
+
+class TutorialSupervisor(Supervisor):
+    """labqueue.chaos's supervisor (replace every worker that ends, inject the faults, keep
+    the record), with a pool of the tutorial's worker processes on the code in `code`."""
+
+    def __init__(self, path: Path, config: ChaosConfig, started: float, code: Folder = None) -> None:
+        super().__init__(path, config, started)
+        self.pool = WorkerPool(
+            path,
+            config.workers,
+            command=lambda name: process.worker_command(path, name, config.lease, config.idle_exit, code),
+        )
+
+    def settle(self, seconds: float) -> None:
+        """After the drain, replace nobody and inject nothing: thaw the frozen workers when
+        their time comes and let every worker finish what it holds and leave on its own. A
+        stalled or frozen worker reports late, long after its lease; the fence must refuse it."""
+        end = self.now() + seconds
+        while self.now() < end and self.pool.alive() > 0:
+            for worker in self.pool.reap():
+                self._ended(worker)
+            for name, (proc, wake_at, index) in list(self.paused.items()):
+                if self.now() >= wake_at:
+                    self._resume(name, proc, index)
+            time.sleep(TICK)
+
+
+def run_tutorial(
+    config: ChaosConfig, path: str | os.PathLike[str], code: Folder = None, progress: Any = None
 ) -> ChaosResult:
-    """One chaos run on a fresh scratch queue, with a bar of jobs finished (done or dead)."""
+    """The end-to-end run on the tutorial's queue: prepare `path` (a new file), supervise the
+    tutorial's workers until the queue drains or `config.timeout` passes, then check the
+    invariants. Every worker is thawed and killed before it returns."""
+    path = Path(path)
+    preflight(code)
+    total = prepare(path, config, code)
+    started = time.time()
+    supervisor = TutorialSupervisor(path, config, started, code)
+    drained = False
+    try:
+        while supervisor.now() < config.timeout:
+            if supervisor.live_jobs() == 0:
+                drained = True
+                break
+            supervisor.tick()
+            if progress is not None:
+                progress(supervisor.finished_jobs(), total)
+            time.sleep(TICK)
+        elapsed = supervisor.now()
+        if drained:  # a stalled slow job's first worker wakes up to 2 s after its claim
+            supervisor.settle(config.pause_seconds + SLOW_STALL_SECONDS + config.idle_exit + 1.0)
+    finally:
+        elapsed = locals().get("elapsed", supervisor.now())
+        supervisor.stop_all()
+        supervisor.close()
+    with Store(path) as db:
+        jobs = [
+            JobRow(r[0], r[1], r[2], r[3], r[4], r[5], None if r[6] is None else r[6] - started)
+            for r in db.rows(JOB_ROWS)
+        ]
+        ledger = [(r[0], r[1]) for r in db.rows(LEDGER_ROWS)]
+    result = ChaosResult(config, path, started, elapsed, supervisor.lives, supervisor.faults, jobs, ledger)
+    result.crash_hits = supervisor.crash_hits
+    hits = Counter(job_id for f in result.faults for job_id in f.hit) + Counter(result.crash_hits)
+    result.checks = check_run(jobs, ledger, hits, lease=config.lease, drained=drained)
+    save_records(path, result)
+    if progress is not None:
+        progress(sum(1 for j in jobs if j.state in ("done", "dead")), total)
+    return result
+
+
+def run_with_progress(
+    config: ChaosConfig,
+    name: str = "chaos",
+    folder: Folder = None,
+    progress: bool = True,
+    code: Folder = None,
+) -> ChaosResult:
+    """One chaos run of the tutorial's workers on the code in `code` (the learner's
+    workspace; None: the course's), on a fresh scratch queue, with a bar of jobs finished."""
     from tqdm.auto import tqdm
 
-    total = config.jobs
-    with tqdm(total=total, desc=f"{name}: jobs finished", unit="job", disable=not progress) as bar:
+    path = db_path(name, folder)  # a fresh file: the last run's of that name is deleted
+    with tqdm(total=config.jobs, desc=f"{name}: jobs finished", unit="job", disable=not progress) as bar:
 
         def advance(done: int, _total: int) -> None:
             bar.update(done - bar.n)
 
-        return run(config, db_path(name, folder), progress=advance)
+        return run_tutorial(config, path, code, progress=advance)
 
 
 def print_report(result: ChaosResult) -> None:
@@ -213,9 +349,10 @@ def config_from(jobs: int, workers: int, kill_every: float, pause_every: float, 
     )
 
 
-def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None):
-    """Choose the size, the pool and the faults; Run starts a fresh supervised run and shows
-    its checks and timeline. Shows `initial` (the notebook's last run) until then."""
+def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None, code: Folder = None):
+    """Choose the size, the pool and the faults; Run starts a fresh supervised run of the
+    tutorial's workers on the code in `code` (the learner's workspace) and shows its checks
+    and timeline. Shows `initial` (the notebook's last run) until then."""
     import ipywidgets as w
 
     jobs = w.Dropdown(options=[30, 100, 300, 1000, 5000], value=300, description="jobs")
@@ -249,7 +386,7 @@ def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None):
         try:
             config = config_from(jobs.value, workers.value, kill_every.value, pause_every.value, seed.value)
             status.value = f"running {config.jobs} jobs on {config.workers} workers ..."
-            result = run_with_progress(config, "chaos_panel", folder, progress=False)
+            result = run_with_progress(config, "chaos_panel", folder, progress=False, code=code)
             status.value = f"finished in {result.elapsed:.1f} s"
             show(result)
         except KeyboardInterrupt:  # run() thawed and killed every worker on its way out

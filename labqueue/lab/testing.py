@@ -1,8 +1,12 @@
-"""Notebook 11: run the package's tests from a notebook, and test functions written in it.
+"""Notebook 11: run the tutorial's test suite on the learner's queue, and test functions
+written in the notebook.
 
 pytest runs in a subprocess (a fresh interpreter, as in CI) and reports through a JUnit XML
-file, which becomes a pandas table. A test function defined in a notebook cell is written,
-with its source, to a module in the scratch folder and run the same way.
+file, which becomes a pandas table. The tutorial's suite (labqueue/tutorial/test_jobqueue.py)
+runs through ``python -m labqueue.tutorial.process --code FOLDER test``, which loads the
+learner's workspace first. A test function defined in a notebook cell is written, with its
+source, to a module in the scratch folder (behind a header that loads the same workspace)
+and run the same way.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..queue import JobQueue
+from ..tutorial import process
 from .assets import DPI, FIGSIZE, figure_png
 from .scratch import db_path
 
@@ -42,6 +48,34 @@ BROKEN_HEADER = MODULE_HEADER.replace(
     "from labqueue import FakeClock\nfrom labqueue.lab.testing import ShortLeaseQueue as JobQueue",
 )
 OUTCOMES = ("passed", "failed", "error", "skipped")
+# The header of a module of notebook tests on the tutorial's queue in folder {code!r}: the
+# learner's workspace (or "" for the course's own modules).
+TUTORIAL_HEADER = '''"""Tests written in notebook 11, saved here by labqueue.lab.testing.write_test_module."""
+
+import pytest
+
+from labqueue import FakeClock
+from labqueue.tutorial import process
+
+JobQueue = process.tutorial_module("jobqueue", {code!r} or None).JobQueue
+'''
+# ... and the same queue with one rule broken: every lease lasts a millisecond.
+SHORT_LEASES = '''
+
+class JobQueue(JobQueue):
+    """Broken on purpose: every lease is 1 ms long, whatever lease_seconds says."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lease_seconds = 0.001
+'''
+
+
+def tutorial_header(code: str | os.PathLike[str] | None = None, *, short_leases: bool = False) -> str:
+    """The header for write_test_module: the tutorial's JobQueue from folder `code` (the
+    learner's workspace; None: the course's), with leases broken on purpose if asked."""
+    header = TUTORIAL_HEADER.format(code="" if code is None else str(code))
+    return header + SHORT_LEASES if short_leases else header
 
 
 class PytestMissing(RuntimeError):
@@ -184,6 +218,28 @@ def run_pytest(
     return TestRun(proc.returncode, parse_junit(junit), tail, seconds, args)
 
 
+def run_tutorial_suite(
+    code: str | os.PathLike[str] | None = None,
+    *,
+    name: str = "tutorial_suite",
+    extra: Sequence[str] = (),
+    timeout: float = 600.0,
+) -> TestRun:
+    """Run the tutorial's own suite (23 tests) on the code in folder `code`, the learner's
+    workspace (None: the course's modules), in a subprocess, and read its JUnit report."""
+    require_pytest()
+    junit = db_path(name).with_suffix(".xml")
+    args = ["-q", "--color=no", f"--junitxml={junit}", *extra]
+    command = process.test_command(code, *args)
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=junit.parent, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - started
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+    if not junit.exists():
+        raise RuntimeError(f"pytest wrote no report (exit code {proc.returncode}):\n{tail}")
+    return TestRun(proc.returncode, parse_junit(junit), tail, seconds, command[1:])
+
+
 def summarize(run: TestRun) -> Any:
     """Tests per outcome with their total time."""
     import pandas as pd
@@ -231,12 +287,29 @@ def run_test_functions(
 
 
 def backoff_samples(
-    rng: Callable[[], float], attempts: int = 3, n: int = 5, folder: Any = None
+    rng: Callable[[], float], attempts: int = 3, n: int = 5, folder: Any = None, queue_class: Any = None
 ) -> list[float]:
-    """The retry delay after `attempts` failures, drawn n times with the given rng
-    (base 1 s, cap 60 s, as the queue's defaults)."""
-    with JobQueue(db_path("testing_backoff", folder), rng=rng) as q:
-        return [round(q.backoff_delay(attempts), 3) for _ in range(n)]
+    """The retry delay fail() sets after a job's `attempts`-th failed attempt, n times, on
+    the tutorial's queue (`queue_class`, the course's by default: base 1 s, cap 60 s) on a
+    FakeClock, with the given rng."""
+    if queue_class is None:
+        from ..tutorial.jobqueue import JobQueue as queue_class
+    clock = FakeClock(0.0)
+    q = queue_class(db_path("testing_backoff", folder), max_attempts=attempts + 1, clock=clock, rng=rng)
+    delays = []
+    try:
+        for _ in range(n):
+            job_id = q.enqueue("t", {})
+            for _ in range(attempts):
+                (job,) = q.claim("w")
+                q.fail(job, "boom")
+                (due,) = q.db.execute("SELECT visible_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                delay, clock.now = due - clock.now, due
+            delays.append(round(delay, 3))
+            q.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))  # the next draw starts afresh
+    finally:
+        q.db.close()
+    return delays
 
 
 def backoff_table(n: int = 5, attempts: int = 3) -> Any:

@@ -5,7 +5,8 @@ four jobs (a credit job whose first attempt stalls past its lease, a poison job 
 worker dies on every attempt, a job that always fails, and a plain credit job), worked
 until nothing is left to claim, then checks the run's invariants as notebook 12's chaos
 run does. ``check_invariants`` asks you to predict, from the variants' source, which
-invariant each one breaks, and runs them to see.
+invariant each one breaks, and runs them to see. The queue and its three variants are the
+tutorial's (labqueue.tutorial.jobqueue, the queue Part 1 builds).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import sql
 from ...clock import FakeClock
-from ...queue import Job, JobQueue
+from ...tutorial.jobqueue import RETIRE_EXHAUSTED, Job, JobQueue
 from ..demo_handlers import LEDGER_TABLE, ledger_effect
 from . import Verdict, not_yet, passed
 
@@ -42,7 +42,7 @@ FORGET_ERROR = "UPDATE jobs SET last_error = NULL WHERE id = ?"
 CLAIM_QUEUED_ONLY = """
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
-       visible_at = :lease_end, lease_token = :token, worker = :worker
+       visible_at = :lease_ends, lease_token = :token, worker = :worker
  WHERE id IN (SELECT id FROM jobs
                WHERE state = 'queued' AND visible_at <= :now
                ORDER BY visible_at, id
@@ -54,11 +54,10 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 class QueueA(JobQueue):
     """fail() works as before, then wipes the error of a job it has just made dead."""
 
-    def fail(self, job, error, *, retry=True):
-        state = super().fail(job, error, retry=retry)
+    def fail(self, job, error):
+        state = super().fail(job, error)
         if state == "dead":
-            with self._tx() as db:
-                db.execute(FORGET_ERROR, (job.id,))
+            self.db.execute(FORGET_ERROR, (job.id,))
         return state
 
 
@@ -79,10 +78,10 @@ class QueueC(JobQueue):
 
     def claim(self, worker, *, limit=1):
         now = self.clock()
-        lease = {"lease_end": now + self.lease_seconds, "token": uuid.uuid4().hex, "worker": worker}
+        lease = {"lease_ends": now + self.lease_seconds, "token": uuid.uuid4().hex, "worker": worker}
         params = {"now": now, "limit": limit, **lease}
         with self._tx() as db:
-            db.execute(sql.RETIRE_EXHAUSTED, {"now": now, "reason": sql.LAST_ATTEMPT_EXPIRED})
+            db.execute(RETIRE_EXHAUSTED, {"now": now})
             rows = db.execute(CLAIM_QUEUED_ONLY, params).fetchall()
         jobs = (Job(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6]) for r in rows)
         return sorted(jobs, key=lambda job: job.id)
@@ -122,7 +121,7 @@ def mini_chaos(queue_class: type[JobQueue] = JobQueue, folder: Path | None = Non
         clock = FakeClock(0.0)
         path = Path(folder or scratch) / f"mini_{queue_class.__name__}.db"
         q = queue_class(path, lease_seconds=LEASE, max_attempts=MAX_ATTEMPTS, clock=clock, rng=lambda: 0.0)
-        with q:
+        try:
             q.db.execute(LEDGER_TABLE)
             for job_id in sorted(KINDS):
                 q.enqueue(KINDS[job_id], {})
@@ -147,6 +146,8 @@ def mini_chaos(queue_class: type[JobQueue] = JobQueue, folder: Path | None = Non
                 for r in q.db.execute("SELECT id, kind, state, attempts, last_error FROM jobs ORDER BY id")
             ]
             ledger = [tuple(r) for r in q.db.execute("SELECT job_id, attempt FROM ledger ORDER BY rowid")]
+        finally:
+            q.db.close()
     effects = [job_id for job_id, _ in ledger]
     held = {
         INVARIANTS[0]: all(state in ("done", "dead") for _, _, state, _, _ in jobs),
