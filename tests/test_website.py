@@ -42,3 +42,10 @@ def test_the_index_lists_both_parts_in_order():
     part1, part2 = text.index(":caption: Part 1"), text.index(":caption: Part 2")
     assert part1 < part2 < text.index("glossary\n```")
     assert text.index("12_chaos", part1) < part2 < text.index("14_retention", part2)
+
+
+def test_a_link_to_a_repository_file_points_at_it_on_github():
+    page = next(p for p in build.pages() if p.name.startswith("13_"))
+    text = json.dumps(build.page_source(page, "ada/labqueue"))
+    assert "](../README.md" not in text
+    assert "](https://github.com/ada/labqueue/blob/HEAD/README.md#the-package)" in text

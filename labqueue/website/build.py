@@ -61,6 +61,10 @@ def pages(folder: Path = NOTEBOOKS) -> list[Page]:
     return found
 
 
+# A markdown link from a notebook to a file of the repository, `](../README.md#anchor)`.
+REPOSITORY_LINK = re.compile(r"\]\(\.\./([^)\s]+)\)")
+
+
 def repository(remote: str | None) -> str:
     """owner/name of the GitHub repository `remote` names, or the README's placeholder."""
     match = GITHUB.match((remote or "").strip())
@@ -79,6 +83,8 @@ def page_source(page: Page, repo: str) -> dict:
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             text = "".join(cell["source"]).replace("../docs/glossary.md", "glossary.md")
+            # Other repository files (the README) are not pages of the site: link to them on GitHub.
+            text = REPOSITORY_LINK.sub(rf"](https://github.com/{repo}/blob/HEAD/\1)", text)
             cell["source"] = text.splitlines(keepends=True)
     note = (
         f'<div class="run-live">\n\n**Run this notebook** live in JupyterLab on Binder: '
