@@ -29,7 +29,6 @@ import signal
 import socket
 import sqlite3
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from .health import judge
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue
 from .redaction import ArgumentParser, guard_logging, redact
+from .signals import StopEvent, stop_on
 from .validate import DEFAULT_QUEUE, FINISHED_STATES, MAX_WORKERS
 from .worker import (
     add_settings,
@@ -202,10 +202,7 @@ def stats(args: argparse.Namespace) -> int:
     output = "json" if args.json else args.format
     # Ctrl-C (or SIGTERM) only sets a flag that the loop reads between readings: an interrupt
     # raised inside SQLite's callbacks could be swallowed there and the watch would go on.
-    stop = threading.Event()
-    if args.watch is not None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stop_on(signal.SIGINT, signal.SIGTERM) if args.watch is not None else StopEvent()
     with open_existing(args.db) as q:
         while not stop.is_set():
             if output == "prometheus":
@@ -443,9 +440,7 @@ def metrics_server(args: argparse.Namespace) -> int:
     finished in the last minute. Each scrape opens the queue, reads it and closes it.
     Listens on 127.0.0.1 unless --host says otherwise; runs until SIGTERM or Ctrl-C."""
     open_existing(args.db).close()  # a missing queue is a usage error now, not a 503 later
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stop_on(signal.SIGINT, signal.SIGTERM)
 
     def ready(server: Any) -> None:
         host, port = server.server_address[:2]

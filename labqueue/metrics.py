@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .errors import InvalidArgument
+from .signals import StopEvent
 
 THROUGHPUT_WINDOW = 60.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -139,7 +140,7 @@ def serve(
     port: int = 9187,
     *,
     ready: Callable[[ThreadingHTTPServer], None] | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | StopEvent | None = None,
 ) -> None:
     """Serve /metrics until `stop` is set. `open_reader()` opens the queue for one
     scrape (a context manager). `ready(server)` is called once it listens (its port is

@@ -53,6 +53,7 @@ from ..demo.scratch import db_path
 from ..errors import CannotCancel, CannotOpen, InvalidArgument, QueueBusy
 from ..pool import Worker, WorkerPool
 from ..redaction import ArgumentParser, redact
+from ..signals import StopEvent, stop_on
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 from .store import Location, Store, check_new, is_postgres
 
@@ -562,7 +563,7 @@ def run(
     config: ChaosConfig,
     path: Location | None = None,
     progress: Progress | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | StopEvent | None = None,
 ) -> ChaosResult:
     """Prepare a queue in `path`, a new file (default: a fresh ./work/chaos.db) or a
     postgresql:// URL of a database without a queue, supervise until it drains (or
@@ -758,9 +759,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.db is not None and not is_postgres(args.db) and Path(args.db).exists():
         parser.error(f"--db {args.db} already exists; the run needs a new file")
-    stop = threading.Event()
     # SIGTERM only sets the flag: the loop ends and cleans up, so no worker is left frozen.
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    stop = stop_on(signal.SIGTERM)
     try:
         result = run_on_postgres(config, stop=stop) if args.postgres else run(config, args.db, stop=stop)
     except InvalidArgument as exc:
@@ -773,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_on_postgres(
-    config: ChaosConfig, progress: Progress | None = None, stop: threading.Event | None = None
+    config: ChaosConfig, progress: Progress | None = None, stop: threading.Event | StopEvent | None = None
 ) -> ChaosResult:
     """run() on PostgreSQL: a throwaway server listening on 127.0.0.1 (or the one
     LABQUEUE_PG_URL names), a fresh database on it, dropped when the run is over."""
