@@ -355,8 +355,13 @@ def chaos_panel(initial: ChaosResult | None = None, folder: Folder = None, code:
     and timeline. Shows `initial` (the notebook's last run) until then."""
     import ipywidgets as w
 
-    jobs = w.Dropdown(options=[30, 100, 300, 1000, 5000], value=300, description="jobs")
-    workers = w.IntSlider(value=8, min=1, max=16, description="workers")
+    sizes = [30, 100, 300, 1000, 5000]
+    # The controls start at the shown run's size, so what they say matches what is shown.
+    shown = initial.config if initial is not None else None
+    size = shown.jobs if shown is not None and shown.jobs in sizes else 300
+    pool = shown.workers if shown is not None and 1 <= shown.workers <= 16 else 8
+    jobs = w.Dropdown(options=sizes, value=size, description="jobs")
+    workers = w.IntSlider(value=pool, min=1, max=16, description="workers")
 
     def seconds_between(signal: str, value: float, most: float, step: float) -> Any:
         return w.FloatSlider(

@@ -11,6 +11,7 @@ and run the same way.
 
 from __future__ import annotations
 
+import html
 import inspect
 import os
 import random
@@ -26,28 +27,14 @@ from typing import Any
 
 from ..clock import FakeClock
 from ..errors import InvalidArgument
-from ..queue import JobQueue
 from ..tutorial import process
 from .assets import DPI, FIGSIZE, figure_png
 from .scratch import db_path
 
-DEFAULT_TARGETS = ("tests/test_queue.py",)
-SLOW_TARGETS = ("tests/test_processes.py",)  # real processes and real time: much slower
-MODULE_HEADER = '''"""Tests written in notebook 11, saved here by labqueue.lab.testing.write_test_module."""
-
-import random
-
-import pytest
-
-from labqueue import FakeClock, JobQueue
-'''
-# The same tests against a queue with one rule broken: leases last a millisecond whatever
-# lease_seconds says. A test worth having must fail here.
-BROKEN_HEADER = MODULE_HEADER.replace(
-    "from labqueue import FakeClock, JobQueue",
-    "from labqueue import FakeClock\nfrom labqueue.lab.testing import ShortLeaseQueue as JobQueue",
-)
 OUTCOMES = ("passed", "failed", "error", "skipped")
+# Quiet, uncoloured output (it is captured); no cache folder; nbval is for notebooks and costs
+# seconds of imports.
+QUIET = ("-q", "--color=no", "-p", "no:cacheprovider", "-p", "no:nbval")
 # The header of a module of notebook tests on the tutorial's queue in folder {code!r}: the
 # learner's workspace (or "" for the course's own modules).
 TUTORIAL_HEADER = '''"""Tests written in notebook 11, saved here by labqueue.lab.testing.write_test_module."""
@@ -83,52 +70,20 @@ class PytestMissing(RuntimeError):
 
 
 def pytest_available() -> bool:
-    """True when this kernel's interpreter (the one run_pytest starts) can import pytest."""
+    """True when this kernel's interpreter (the one that runs the tests) can import pytest."""
     import importlib.util
 
     return importlib.util.find_spec("pytest") is not None
 
 
 def require_pytest() -> None:
-    """Raise PytestMissing, saying how to install it, when run_pytest could not work."""
+    """Raise PytestMissing, saying how to install it, when no test could run."""
     if not pytest_available():
         raise PytestMissing(
             f"pytest is not installed for {sys.executable}, the Python this notebook runs. "
             "Build the course's lab environment again (python tasks.py lab), "
             'or run: pip install -e ".[notebooks]"'
         )
-
-
-class ShortLeaseQueue(JobQueue):
-    """A deliberately broken queue for the mutation check: every lease is 1 ms long."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lease_seconds = 0.001
-
-
-def function_source(module_path: str, name: str) -> str:
-    """The source of one top-level function in a file under the project root."""
-    import ast
-
-    path = project_root() / module_path
-    text = path.read_text(encoding="utf-8")
-    for node in ast.parse(text).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-            return "\n".join(text.splitlines()[start - 1 : node.end_lineno])
-    raise KeyError(f"no function {name!r} in {path}")
-
-
-def project_root() -> Path:
-    """The checkout the package was installed from: the folder with pyproject.toml and tests/."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "pyproject.toml").exists() or not (root / "tests").is_dir():
-        raise FileNotFoundError(
-            f"{root} has no pyproject.toml and tests/ folder; these labs need the labqueue "
-            "source checkout (pip install -e .), not an installed copy"
-        )
-    return root
 
 
 @dataclass
@@ -183,41 +138,6 @@ def styled(table: Any) -> Any:
     return table.style.hide(axis="index").format({"ms": "{:.1f}"})
 
 
-def run_pytest(
-    targets: Sequence[str | os.PathLike[str]] = DEFAULT_TARGETS,
-    *,
-    name: str = "pytest",
-    extra: Sequence[str] = (),
-    timeout: float = 600.0,
-) -> TestRun:
-    """Run pytest on `targets` (relative to the project root, or absolute) in a subprocess
-    and read its JUnit report. Raises only if pytest could not run at all."""
-    if isinstance(targets, (str, os.PathLike)):
-        raise InvalidArgument(f"targets must be a list of paths, got a single {targets!r}")
-    require_pytest()
-    root = project_root()
-    missing = [str(t) for t in targets if not (root / t).exists()]
-    if missing:
-        raise FileNotFoundError(f"no such test file under {root}: {', '.join(missing)}")
-    junit = db_path(name).with_suffix(".xml")
-    # nbval is for notebooks and costs seconds of imports; colours would garble the captured output.
-    quiet = ["-q", "--color=no", "-p", "no:cacheprovider", "-p", "no:nbval"]
-    args = [*(str(t) for t in targets), *quiet, f"--junitxml={junit}", *extra]
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    seconds = time.perf_counter() - started
-    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-    if not junit.exists():
-        raise RuntimeError(f"pytest wrote no report (exit code {proc.returncode}):\n{tail}")
-    return TestRun(proc.returncode, parse_junit(junit), tail, seconds, args)
-
-
 def run_tutorial_suite(
     code: str | os.PathLike[str] | None = None,
     *,
@@ -227,17 +147,23 @@ def run_tutorial_suite(
 ) -> TestRun:
     """Run the tutorial's own suite (23 tests) on the code in folder `code`, the learner's
     workspace (None: the course's modules), in a subprocess, and read its JUnit report."""
-    require_pytest()
     junit = db_path(name).with_suffix(".xml")
-    args = ["-q", "--color=no", f"--junitxml={junit}", *extra]
-    command = process.test_command(code, *args)
+    command = process.test_command(code, "-q", "--color=no", f"--junitxml={junit}", *extra)
+    return _run(command, junit, timeout)
+
+
+def _run(command: Sequence[str], junit: Path, timeout: float) -> TestRun:
+    """Run a pytest command in the scratch folder and read the JUnit report it writes.
+    Raises only if pytest could not run at all."""
+    require_pytest()
+    junit.unlink(missing_ok=True)  # an old report must not pass for this run's
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=junit.parent, capture_output=True, text=True, timeout=timeout)
     seconds = time.perf_counter() - started
     tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
     if not junit.exists():
         raise RuntimeError(f"pytest wrote no report (exit code {proc.returncode}):\n{tail}")
-    return TestRun(proc.returncode, parse_junit(junit), tail, seconds, command[1:])
+    return TestRun(proc.returncode, parse_junit(junit), tail, seconds, list(command[1:]))
 
 
 def summarize(run: TestRun) -> Any:
@@ -257,14 +183,14 @@ def summarize(run: TestRun) -> Any:
 
 
 def write_test_module(
-    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str = MODULE_HEADER
+    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str | None = None
 ) -> Path:
     """Write test functions defined in notebook cells, with their own source, to
     <scratch>/<name>.py so that pytest can run them in a fresh interpreter. The file name
     does not start with test_, so a test run over the notebooks folder never picks it up."""
     if not functions:
         raise InvalidArgument("functions must hold at least one test function, got none")
-    parts = [header]
+    parts = [tutorial_header() if header is None else header]
     for fn in functions:
         if not callable(fn) or not getattr(fn, "__name__", "").startswith("test"):
             raise InvalidArgument(f"pytest only collects functions named test*, got {fn!r}")
@@ -279,11 +205,12 @@ def write_test_module(
 
 
 def run_test_functions(
-    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str = MODULE_HEADER
+    functions: Sequence[Callable[..., Any]], name: str = "check_notebook_tests", header: str | None = None
 ) -> TestRun:
-    """write_test_module, then run_pytest on it."""
+    """write_test_module (behind `header`, tutorial_header() by default), then pytest on it."""
     path = write_test_module(functions, name, header)
-    return run_pytest([path.resolve()], name=name)
+    junit = path.with_suffix(".xml")
+    return _run([sys.executable, "-m", "pytest", str(path), *QUIET, f"--junitxml={junit}"], junit, 600.0)
 
 
 def backoff_samples(
@@ -346,12 +273,6 @@ def plot_durations(run: TestRun, title: str = "Time per test"):
     return fig
 
 
-def list_test_files() -> list[str]:
-    """The project's top-level test modules, relative to the root."""
-    root = project_root()
-    return sorted(str(p.relative_to(root)) for p in (root / "tests").glob("test_*.py"))
-
-
 def _table_html(run: TestRun) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in run.counts.items() if n)
     failed = run.table[run.table["outcome"].isin(["failed", "error"])]
@@ -359,18 +280,15 @@ def _table_html(run: TestRun) -> str:
     return f"<b>{counts or 'no tests'}</b> in {run.seconds:.1f} s (exit code {run.returncode}){rows}"
 
 
-def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
-    """Pick a test file and an optional -k filter, press Run: pytest runs in a subprocess.
-    `first`, a run already made, is shown until then."""
+def panel(code: str | os.PathLike[str] | None = None, first: TestRun | None = None):
+    """Type a -k expression (or none) and press Run: the tutorial's suite runs on the code in
+    folder `code` (the learner's workspace) in a subprocess. `first`, a run already made, is
+    shown until then."""
     import ipywidgets as w
 
-    files = list(options) if options is not None else list_test_files()
-    if not files:
-        raise InvalidArgument("options must name at least one test file, got none")
-    target = w.Dropdown(options=files, value=files[0], description="tests")
     keyword = w.Text(value="", placeholder="e.g. lease or backoff", description="-k")
     button = w.Button(description="Run", icon="play", button_style="primary")
-    status = w.HTML("Choose a test file (and a -k expression if you like), then press Run.")
+    status = w.HTML("Choose tests with a -k expression (empty: all of them), then press Run.")
     image = w.Image(format="png")
     runs: list[TestRun] = []
     if first is not None:
@@ -379,29 +297,25 @@ def panel(options: Sequence[str] | None = None, first: TestRun | None = None):
 
     def on_click(_: Any) -> None:
         button.disabled = True
-        status.value = f"running pytest {target.value} ..."
+        chosen = keyword.value.strip()
+        status.value = (
+            f"running the tutorial's tests{f' matching {html.escape(chosen)}' if chosen else ''} ..."
+        )
         try:
-            extra = ["-k", keyword.value] if keyword.value.strip() else []
-            run = run_pytest([target.value], name="testing_panel", extra=extra)
+            run = run_tutorial_suite(code, name="testing_panel", extra=["-k", chosen] if chosen else [])
             runs.append(run)
             status.value = _table_html(run)
             if len(run.table):
-                image.value = figure_png(plot_durations(run, f"{target.value}: time per test"))
+                title = f"-k {chosen}: time per test" if chosen else "The tutorial's tests: time per test"
+                image.value = figure_png(plot_durations(run, title))
         except KeyboardInterrupt:  # subprocess.run has already killed pytest
             status.value = "<b>interrupted</b>: pytest was stopped. Press Run again."
         except Exception as exc:  # show it in the panel; a callback's traceback is easy to miss
-            status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
+            status.value = f"<b>failed:</b> {type(exc).__name__}: {html.escape(str(exc))}"
         finally:
             button.disabled = False
 
     button.on_click(on_click)
-    box = w.VBox([w.HBox([target, keyword, button]), status, image])
-    box.target, box.keyword, box.button, box.status, box.image, box.runs = (
-        target,
-        keyword,
-        button,
-        status,
-        image,
-        runs,
-    )
+    box = w.VBox([w.HBox([keyword, button]), status, image])
+    box.keyword, box.button, box.status, box.image, box.runs = keyword, button, status, image, runs
     return box

@@ -84,6 +84,15 @@ def test_panel_shows_the_notebooks_run_at_once():
     panel = lab.chaos_panel(initial=made_up_run())
     assert "PASS" in panel.report.value
     assert panel.picture.value  # the timeline is drawn before anyone presses Run
+    # 4 jobs is not among the sizes offered: the size stays at its default; 2 workers is shown
+    assert panel.controls["jobs"].value == 300 and panel.controls["workers"].value == 2
+
+
+def test_panel_controls_start_at_the_shown_runs_size():
+    shown = made_up_run()
+    shown.config = ChaosConfig(jobs=100, workers=8)
+    panel = lab.chaos_panel(initial=shown)
+    assert panel.controls["jobs"].value == 100 and panel.controls["workers"].value == 8
 
 
 def test_panel_settings_become_the_tutorials_run_with_faults():

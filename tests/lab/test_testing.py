@@ -1,11 +1,13 @@
-"""The testing lab: JUnit parsing, running pytest in a subprocess, notebook-written tests, the panel."""
+"""Notebook 11's lab: JUnit parsing, the tutorial's suite and notebook-written tests run by
+pytest in a subprocess, the panel."""
 
 from __future__ import annotations
 
 import pytest
 
-from labqueue import FakeClock, InvalidArgument, JobQueue
+from labqueue import FakeClock, InvalidArgument
 from labqueue.lab import testing
+from labqueue.tutorial.jobqueue import JobQueue
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="4">
@@ -46,25 +48,17 @@ def test_an_empty_run_is_not_ok(tmp_path):
     assert not testing.TestRun(0, testing.parse_junit(path), "", 0.1).ok
 
 
-def _passing(tmp_path):
-    clock = FakeClock(0.0)
-    q = JobQueue(tmp_path / "t.db", lease_seconds=30, clock=clock)
-    q.enqueue("t", {})
-    q.claim("a")
-    clock.advance(30)
-    assert len(q.claim("b")) == 1
-    q.close()
-
-
-def test_write_test_module_keeps_the_source_and_a_name_pytest_will_not_collect(scratch):
+def test_write_test_module_puts_the_tutorials_queue_above_the_source(scratch):
     def test_lease_ends_on_time(tmp_path):
-        _passing(tmp_path)
+        assert tmp_path
 
     path = testing.write_test_module([test_lease_ends_on_time], name="check_written")
     text = path.read_text()
     assert path.name == "check_written.py" and path.parent == scratch
-    assert "from labqueue import FakeClock, JobQueue" in text
-    assert "def test_lease_ends_on_time(tmp_path):" in text and "_passing(tmp_path)" in text
+    assert "JobQueue = process.tutorial_module(\"jobqueue\", '' or None).JobQueue" in text
+    assert "def test_lease_ends_on_time(tmp_path):" in text and "assert tmp_path" in text
+    mine = testing.write_test_module([test_lease_ends_on_time], "check_mine", testing.tutorial_header("/ws"))
+    assert "tutorial_module(\"jobqueue\", '/ws' or None)" in mine.read_text()
 
 
 def test_write_test_module_rejects_what_pytest_would_not_run(scratch):
@@ -78,15 +72,8 @@ def test_write_test_module_rejects_what_pytest_would_not_run(scratch):
         testing.write_test_module([helper])
 
 
-def test_run_pytest_refuses_a_single_string_and_missing_files(scratch):
-    with pytest.raises(InvalidArgument, match=r"single .*test_queue\.py"):
-        testing.run_pytest("tests/test_queue.py")
-    with pytest.raises(FileNotFoundError, match="no_such_file"):
-        testing.run_pytest(["tests/no_such_file.py"])
-
-
 @pytest.mark.slow
-def test_run_test_functions_passes_and_the_broken_queue_fails_it(scratch):
+def test_run_test_functions_passes_and_the_short_lease_queue_fails_it(scratch):
     def test_the_lease_holds_until_it_ends(tmp_path):
         clock = FakeClock(0.0)
         q = JobQueue(tmp_path / "t.db", lease_seconds=30, clock=clock)
@@ -94,33 +81,17 @@ def test_run_test_functions_passes_and_the_broken_queue_fails_it(scratch):
         q.claim("a")
         clock.advance(29.9)
         assert q.claim("b") == []
-        q.close()
 
     good = testing.run_test_functions([test_the_lease_holds_until_it_ends], name="check_good")
     assert good.ok and good.counts["passed"] == 1, good.output
     assert list(good.table["test"]) == ["test_the_lease_holds_until_it_ends"]
     bad = testing.run_test_functions(
-        [test_the_lease_holds_until_it_ends], name="check_bad", header=testing.BROKEN_HEADER
+        [test_the_lease_holds_until_it_ends],
+        name="check_bad",
+        header=testing.tutorial_header(short_leases=True),
     )
     assert bad.returncode == 1 and bad.counts["failed"] == 1
     assert "AssertionError" in bad.table.loc[0, "message"]
-
-
-def test_short_lease_queue_really_is_broken(tmp_path):
-    clock = FakeClock(0.0)
-    q = testing.ShortLeaseQueue(tmp_path / "t.db", lease_seconds=30, clock=clock)
-    q.enqueue("t", {})
-    (job,) = q.claim("a")
-    assert job.lease_expires_at == pytest.approx(0.001)
-    q.close()
-
-
-def test_function_source_finds_one_function():
-    name = "test_a_takeover_is_a_new_attempt_under_a_new_token"
-    source = testing.function_source("tests/test_queue.py", name)
-    assert source.startswith(f"def {name}(")
-    with pytest.raises(KeyError, match="no_such_test"):
-        testing.function_source("tests/test_queue.py", "no_such_test")
 
 
 def test_backoff_table_pins_only_the_last_column(scratch):
@@ -144,17 +115,17 @@ def test_plot_durations_has_labelled_axes_and_one_bar_per_test(tmp_path):
 
 
 @pytest.mark.slow
-def test_panel_runs_the_chosen_file_with_a_filter(scratch):
-    box = testing.panel(options=["tests/test_queue.py", "tests/test_processes.py"])
+def test_panel_runs_the_tutorials_tests_chosen_with_k(scratch):
+    box = testing.panel()
     assert "press Run" in box.status.value
-    box.keyword.value = "takeover"
+    box.keyword.value = "leased_job_is_hidden or ceiling_doubles"
     box.button.click()
     (run,) = box.runs
-    # one test, run once per backend the queue tests cover (sqlite, and postgres where it is installed)
-    assert run.ok and {name.split("[")[0] for name in run.table["test"]} == {
-        "test_a_takeover_is_a_new_attempt_under_a_new_token"
+    assert run.ok and set(run.table["test"]) == {
+        "test_a_leased_job_is_hidden_until_its_lease_ends",
+        "test_the_backoff_ceiling_doubles_up_to_the_cap",
     }
-    assert f"{len(run.table)} passed" in box.status.value and box.image.value[:4] == b"\x89PNG"
+    assert "2 passed" in box.status.value and box.image.value[:4] == b"\x89PNG"
     assert not box.button.disabled
 
 
@@ -167,8 +138,8 @@ def test_without_pytest_the_lab_says_how_to_install_it(scratch, monkeypatch):
     )
     assert not testing.pytest_available()
     with pytest.raises(testing.PytestMissing, match=r"pytest is not installed .*pip install"):
-        testing.run_pytest(list(testing.DEFAULT_TARGETS))
-    panel = testing.panel(options=list(testing.DEFAULT_TARGETS))
+        testing.run_tutorial_suite()
+    panel = testing.panel()
     panel.button.click()
     assert "PytestMissing" in panel.status.value and "pip install" in panel.status.value
 
@@ -177,7 +148,7 @@ def test_an_interrupted_panel_run_says_so(scratch, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(testing, "run_pytest", interrupted)
-    panel = testing.panel(options=list(testing.DEFAULT_TARGETS))
+    monkeypatch.setattr(testing, "run_tutorial_suite", interrupted)
+    panel = testing.panel()
     panel.button.click()
     assert "interrupted" in panel.status.value and not panel.button.disabled
