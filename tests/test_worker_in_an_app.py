@@ -1,4 +1,4 @@
-"""The worker as an application developer and an operator meet it (issue 23): handlers
+"""The worker in an application, as its developer and its operator meet it: handlers
 found from the app's folder, no start without handlers, unknown kinds given back, job
 fields on every log line, crashes written on the jobs they cut short, a supervised
 single worker with a grace period. Few subprocesses; every wait is bounded."""
@@ -86,7 +86,7 @@ def clean_registry(monkeypatch):
         sys.modules.pop(name, None)
 
 
-# -- 1. handlers from the app's folder; none, no start; unknown kinds given back -----------------
+# -- handlers from the app's folder; none, no start; unknown kinds given back --------------------
 
 
 def test_handlers_are_imported_from_the_folder_the_worker_starts_in(app, clean_registry, monkeypatch):
@@ -149,7 +149,7 @@ def test_a_kind_the_worker_does_not_know_stays_queued_without_losing_an_attempt(
     assert handled == 0  # not before its delay is over
 
 
-# -- 2. job fields on every line, stamped when it happened; success at DEBUG or INFO ------------
+# -- job fields on every line, stamped when it happened; success at DEBUG or INFO ---------------
 
 
 class Records(logging.Handler):
@@ -224,7 +224,7 @@ def test_log_success_reaches_the_pools_workers():
     assert "--log-success" not in settings_options(parser.parse_args([]))
 
 
-# -- 3. crashes written on the jobs; one supervised worker; --grace -----------------------------
+# -- crashes written on the jobs; one supervised worker; --grace --------------------------------
 
 
 def test_a_crashed_worker_is_named_on_the_job_it_held(app, tmp_path, monkeypatch):
@@ -269,7 +269,7 @@ def test_a_single_worker_is_supervised_and_grace_turns_a_warm_stop_hard(app, tmp
         assert q.job(gated).state == "running"  # cut short: its lease hands it on
 
 
-# -- 7. what holds today: a handler longer than its lease runs once -----------------------------
+# -- a handler longer than its lease runs once; a warm stop reaches the whole pool ---------------
 
 
 def test_a_handler_longer_than_its_lease_runs_once_while_others_wait(app, tmp_path):

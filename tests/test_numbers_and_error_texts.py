@@ -1,4 +1,4 @@
-"""Issue 13, class 2: numbers have bounds and never overflow; every error text a row
+"""Numbers and error texts: numbers have bounds and never overflow; every error text a row
 keeps stays within its bound; an exception that cannot print itself still fails its job."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Part 2 of the queue, on both backends: priorities and named queues, cancellation,
-periodic ticks, retention (purge) and per-queue figures."""
+"""Priorities and named queues, cancellation, periodic ticks, retention (purge) and
+per-queue figures, in the queue, on both backends."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Issue 13, class 3: paths, files and foreign schemas get labqueue's own errors, at
-open, and a refused file is left exactly as it was."""
+"""Queue files and their schema: paths, files and foreign schemas get labqueue's own errors
+at open, and a refused file is left exactly as it was; files of older schema versions are
+upgraded keeping every row; create=False creates nothing; text SQLite or the OS cannot
+hold is refused."""
 
 from __future__ import annotations
 

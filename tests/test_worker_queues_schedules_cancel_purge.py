@@ -1,5 +1,6 @@
-"""Part 2 in the worker and the command: turns between queues, schedules ticked by racing
-workers, waiting for a hint instead of polling, `labqueue cancel` and `labqueue purge`."""
+"""Named queues, schedules, wake-up hints, cancel and purge in the worker and the command:
+turns between queues, schedules ticked by racing workers, waiting for a hint instead of
+polling, `labqueue cancel` and `labqueue purge`."""
 
 from __future__ import annotations
 

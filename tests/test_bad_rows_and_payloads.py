@@ -1,4 +1,4 @@
-"""Issue 13, class 1: a bad row never crashes a worker or strands other jobs, and
+"""Bad rows and payloads: a bad row never crashes a worker or strands other jobs, and
 enqueue refuses any payload it could not read back."""
 
 from __future__ import annotations
