@@ -3,6 +3,7 @@ the output, and what changed in the database."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -15,8 +16,18 @@ import pytest
 from cli_helpers import LogReader, handler_module, labqueue, one_line_error, start, wait_for
 
 from labqueue import JobQueue
+from labqueue.cli import build_parser
 
-COMMANDS = ("worker", "enqueue", "stats", "jobs", "requeue-dead", "cancel", "purge", "bench", "chaos")
+
+def parser_commands() -> list[str]:
+    """Every command the `labqueue` parser knows, in its order, read from its subcommands:
+    a new command is covered by the tests below without editing them."""
+    parser = build_parser()
+    (subcommands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(subcommands.choices)
+
+
+COMMANDS = parser_commands()
 
 
 @pytest.fixture
@@ -52,6 +63,12 @@ def test_every_command_documents_itself(command):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage:")
     assert len(result.stdout.splitlines()) > 5  # a description and its options, not just a usage line
+
+
+def test_the_help_lists_every_command_the_parser_knows():
+    result = labqueue("--help")
+    assert result.returncode == 0, result.stderr
+    assert re.findall(r"^    (\S+)", result.stdout, flags=re.M) == COMMANDS  # and the walk found them
 
 
 def test_python_dash_m_labqueue_is_the_same_command():
