@@ -1,5 +1,5 @@
 """The demo handlers: the kinds the notebooks, the chaos run and the benchmark enqueue
-(noop, report, poison, credit, slow, bad) and the ledger that counts accepted completions.
+(noop, report, poison, credit, slow, email, bad) and the ledger that counts accepted completions.
 The course knows them as labqueue.lab.demo_handlers.
 
 They are not registered anywhere by importing labqueue: a worker gets them only
@@ -84,6 +84,17 @@ def slow(job: Job, q: JobQueue) -> Effect:
     return ledger_effect(job)
 
 
+def email(job: Job, q: JobQueue) -> Effect:
+    """A pretend email: 0.5 s on the mail server, then a ledger row for the email sent. With
+    ``{"times_out": true}`` in the payload, the first attempt's call times out instead
+    (TimeoutError). Notebook 04 freezes the worker mid-call, past its lease, and thaws it once
+    another worker has taken the job over: its report, a success or a failure, is late."""
+    time.sleep(0.5)
+    if job.attempts == 1 and job.payload.get("times_out"):
+        raise TimeoutError("the mail server did not answer")
+    return ledger_effect(job)
+
+
 def bad(job: Job, q: JobQueue) -> None:
     """Always raises: it ends in the dead-letter state after max_attempts."""
     raise ValueError("payload has no recipient")
@@ -95,6 +106,7 @@ HANDLERS: dict[str, Handler] = {
     "poison": poison,
     "credit": credit,
     "slow": slow,
+    "email": email,
     "bad": bad,
 }
 
