@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sqlite3
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,3 +290,277 @@ def zombie_panel(folder: str | Path | None = None, queue_class: type[JobQueue] |
     """The notebook's widget: the late report, its time, and whether anyone took over
     (played on `queue_class`, the learner's JobQueue in notebook 04)."""
     return ZombiePanel(folder, queue_class).widget
+
+
+# -- the same story with real worker processes ---------------------------------------------
+
+RUN_LEASE = 1.0  # seconds: short, so the frozen workers' leases run out quickly
+RUN_IDLE_EXIT = 1.5  # a worker with nothing to claim for this long leaves (longer than a retry's delay)
+POLL = 0.01  # how often the harness reads the jobs table
+THAW_WHEN = ("taken", "done")
+JOB_ROWS = "SELECT id, state, attempts, worker, lease_token, last_error FROM jobs ORDER BY id"
+
+
+@dataclass
+class ZombieJob:
+    """One email job, its frozen worker, and what the jobs table and the ledger say at the end."""
+
+    id: int
+    report: str  # what its first worker reports when thawed: "complete", or "fail" (a timeout)
+    zombie: str = ""  # the worker frozen while holding it
+    frozen_at: float | None = None  # seconds since the start
+    taken_over_at: float | None = None  # when the harness saw another claim of it
+    thawed_at: float | None = None
+    reported: bool = False  # the thawed worker went on and left cleanly: its late report was made
+    state: str = ""
+    attempts: int = 0
+    worker: str | None = None  # who claimed it last
+    last_error: str | None = None
+    ledger: list[int] = field(default_factory=list)  # the attempt of each ledger row it wrote
+
+    @property
+    def taken_over(self) -> bool:
+        return self.frozen_at is not None and self.attempts >= 2
+
+    @property
+    def verdict(self) -> str:
+        """What became of the frozen worker's late report: refused, accepted, or none made."""
+        if not (self.taken_over and self.reported):
+            return "none"
+        return "accepted" if self.late_report_accepted else "refused"
+
+    @property
+    def late_report_accepted(self) -> bool:
+        """The frozen worker's report changed the job: its success wrote a ledger row, or
+        its failure was recorded (the timeout is the only error an email job raises)."""
+        if self.report == "complete":
+            return 1 in self.ledger
+        return (self.last_error or "").startswith("TimeoutError")
+
+
+@dataclass
+class ZombieRun:
+    lease: float
+    thaw: str
+    jobs: list[ZombieJob]
+    seconds: float = 0.0
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    timed_out: bool = False
+
+    @property
+    def taken_over(self) -> list[int]:
+        return [j.id for j in self.jobs if j.taken_over]
+
+    @property
+    def late_reports(self) -> list[int]:
+        """Jobs whose frozen worker was thawed after a takeover and made its report."""
+        return [j.id for j in self.jobs if j.taken_over and j.reported]
+
+    @property
+    def refused(self) -> list[int]:
+        return [j.id for j in self.jobs if j.id in self.late_reports and not j.late_report_accepted]
+
+    @property
+    def accepted(self) -> list[int]:
+        return [j.id for j in self.jobs if j.id in self.late_reports and j.late_report_accepted]
+
+    @property
+    def ran_three_times(self) -> list[int]:
+        return [j.id for j in self.jobs if j.attempts >= 3]
+
+    @property
+    def doubled(self) -> list[int]:
+        return [j.id for j in self.jobs if len(j.ledger) >= 2]
+
+    @property
+    def stale_results(self) -> list[int]:
+        """Jobs whose ledger holds the frozen worker's attempt: a late success counted."""
+        return [j.id for j in self.jobs if j.taken_over and 1 in j.ledger]
+
+    @property
+    def not_done(self) -> list[int]:
+        return [j.id for j in self.jobs if j.state != "done"]
+
+    @property
+    def once(self) -> list[int]:
+        """Jobs whose effect landed exactly once, from the claim that held the job last."""
+        return [j.id for j in self.jobs if j.state == "done" and j.ledger == [j.attempts]]
+
+    def lines(self) -> list[str]:
+        n = len(self.jobs)
+        said = [
+            f"{n} email jobs, lease {self.lease:g} s; every first worker frozen (SIGSTOP) holding its job",
+            f"taken over by another worker: {len(self.taken_over)} of {n}",
+            f"late reports after the thaw (SIGCONT): {len(self.late_reports)}, "
+            f"refused {len(self.refused)}, accepted {len(self.accepted)}",
+            f"one ledger row, from the last claim: {len(self.once)} of {n} jobs; "
+            f"claimed three times: {self.ran_three_times}; two ledger rows: {self.doubled}",
+        ]
+        if self.timed_out:
+            said.append("the run timed out: its workers were stopped")
+        return said
+
+    def table(self):
+        import pandas as pd
+
+        rows = [
+            {
+                "job": j.id,
+                "frozen worker": j.zombie,
+                "its late report": j.report,
+                "frozen at (s)": j.frozen_at,
+                "taken over at (s)": j.taken_over_at,
+                "thawed at (s)": j.thawed_at,
+                "late report": j.verdict,
+                "claims": j.attempts,
+                "ledger rows (attempt)": ", ".join(map(str, j.ledger)) or "none",
+                "state": j.state,
+            }
+            for j in self.jobs
+        ]
+        return pd.DataFrame(rows).set_index("job").round(2)
+
+
+def _stopped(pid: int, timeout: float = 2.0) -> None:
+    """Wait until process `pid` is stopped (Linux says so in /proc; elsewhere, a short wait)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        time.sleep(0.05)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.002)
+
+
+def zombie_run(
+    jobs: int = 4,
+    lease: float = RUN_LEASE,
+    thaw: str = "taken",
+    folder: str | Path | None = None,
+    code: str | Path | None = None,
+    timeout: float = 30.0,
+    progress: bool = False,
+) -> ZombieRun:
+    """Real zombies: `jobs` email jobs (every other one's first call times out), one worker
+    process per job that claims it and is frozen with SIGSTOP mid-call, then one more
+    worker that takes the jobs over as their leases run out. Each frozen worker is thawed
+    with SIGCONT once its job is `taken` by another claim (its late report meets a job
+    that is still running, under the new claim), or once the job is `done`. Every worker
+    runs the tutorial's loop on the code in folder `code` (the learner's workspace).
+    Ends when every worker has left; after `timeout` seconds it stops them and says so."""
+    import signal
+
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 12:
+        raise InvalidArgument(f"jobs must be a whole number from 1 to 12, got {jobs!r}")
+    if not isinstance(lease, (int, float)) or not 0.6 <= lease <= 10:
+        raise InvalidArgument(f"lease must be from 0.6 to 10 seconds (an email takes 0.5 s), got {lease!r}")
+    if thaw not in THAW_WHEN:
+        raise InvalidArgument(f"thaw must be one of {', '.join(THAW_WHEN)}, got {thaw!r}")
+    from tqdm.auto import tqdm
+
+    from ..demo.handlers import LEDGER_TABLE
+    from ..procs import kill_tree
+    from ..tutorial import process
+
+    path = db_path("zombie_run", folder)
+    q = JobQueue(path, lease_seconds=lease)
+    with contextlib.closing(q.db):
+        q.db.execute(LEDGER_TABLE)
+        for n in range(jobs):
+            q.enqueue("email", {"to": f"user{n + 1}@example.com", "times_out": n % 2 == 1})
+    run = ZombieRun(
+        float(lease), thaw, [ZombieJob(n + 1, "fail" if n % 2 else "complete") for n in range(jobs)]
+    )
+    by_id = {j.id: j for j in run.jobs}
+    by_zombie: dict[str, ZombieJob] = {}  # each frozen worker and the job it was frozen holding
+    names = [f"frozen-{n + 1}" for n in range(jobs)]
+    logs = {}
+    procs: dict[str, subprocess.Popen] = {}
+
+    def start(name: str) -> None:
+        logs[name] = path.with_name(f"{path.stem}-{name}.stderr")
+        with logs[name].open("wb") as err:
+            procs[name] = process.start_worker(path, name, lease, RUN_IDLE_EXIT, code=code, stderr=err)
+
+    started = time.monotonic()
+    bar = tqdm(total=3 * jobs, desc="frozen, taken over, reported", unit="step", disable=not progress)
+    db = sqlite3.connect(str(path), timeout=30.0)
+    db.row_factory = sqlite3.Row
+    try:
+        for name in names:
+            start(name)
+        waiting = set(names)  # started, not yet seen holding a job
+        frozen: set[str] = set()
+        while time.monotonic() - started < timeout:
+            now = time.monotonic() - started
+            rows = {r["id"]: r for r in db.execute(JOB_ROWS)}
+            holders = {
+                r["worker"]: r for r in rows.values() if r["state"] == "running" and r["attempts"] == 1
+            }
+            for name in sorted(waiting):
+                if procs[name].poll() is not None:
+                    said = logs[name].read_text(encoding="utf-8", errors="replace").strip()
+                    tail = "\n".join(said.splitlines()[-8:])
+                    raise RuntimeError(f"worker {name} left before it claimed a job:\n{tail}")
+                if name not in holders:
+                    continue
+                row = holders[name]
+                os.kill(procs[name].pid, signal.SIGSTOP)
+                _stopped(procs[name].pid)
+                again = db.execute(
+                    "SELECT worker, lease_token FROM jobs WHERE id = ?", (row["id"],)
+                ).fetchone()
+                waiting.discard(name)
+                job = by_zombie[name] = by_id[row["id"]]
+                job.zombie = name
+                if again["lease_token"] == row["lease_token"]:
+                    job.frozen_at = round(now, 2)
+                    frozen.add(name)
+                    bar.update(1)
+                else:  # it had reported already: not a zombie after all
+                    os.kill(procs[name].pid, signal.SIGCONT)
+            if not waiting and "rescuer" not in procs:
+                start("rescuer")  # every first claim is frozen: now someone may take them over
+            for name in sorted(frozen):
+                job = by_zombie[name]
+                row = rows[job.id]
+                if job.taken_over_at is None and row["attempts"] >= 2:
+                    job.taken_over_at = round(now, 2)
+                    bar.update(1)
+                if job.taken_over_at is not None and (thaw == "taken" or row["state"] == "done"):
+                    os.kill(procs[name].pid, signal.SIGCONT)
+                    job.thawed_at = round(now, 2)
+                    frozen.discard(name)
+            if not waiting and not frozen and all(p.poll() is not None for p in procs.values()):
+                break
+            time.sleep(POLL)
+        else:
+            run.timed_out = True
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                kill_tree(proc)
+        run.seconds = round(time.monotonic() - started, 2)
+        try:
+            rows = {r["id"]: r for r in db.execute(JOB_ROWS)}
+            ledger = db.execute("SELECT job_id, attempt FROM ledger ORDER BY job_id, attempt").fetchall()
+        finally:
+            db.close()
+    run.exit_codes = {name: proc.returncode for name, proc in procs.items()}
+    for job in run.jobs:
+        r = rows[job.id]
+        job.state, job.attempts, job.worker = r["state"], r["attempts"], r["worker"]
+        job.last_error = r["last_error"]
+        job.ledger = [attempt for job_id, attempt in ledger if job_id == job.id]
+        job.reported = job.thawed_at is not None and run.exit_codes.get(job.zombie) == 0
+        if job.taken_over and job.reported:
+            bar.update(1)
+    bar.close()
+    return run

@@ -141,3 +141,98 @@ def test_the_fenced_reports_are_the_given_classs_own(tmp_path):
         "worker-a",
         "worker-b",
     ]
+
+
+# -- real worker processes, frozen with SIGSTOP and thawed with SIGCONT ----------------------
+
+
+def _workspace_without(folder, needle, old, new):
+    """A workspace whose jobqueue.py has `old` replaced by `new` in the section holding
+    `needle`, saved the way a learner's edited cell is."""
+    from labqueue.tutorial.sections import package_text, split
+    from labqueue.tutorial.workspace import Workspace
+
+    ws = Workspace(folder, "notebooks/04_zombie_workers.ipynb")
+    (cell,) = [s.body for s in split(package_text("jobqueue"))[1] if needle in s.body]
+    assert old in cell
+    ws.save("# jobqueue.py\n" + cell.replace(old, new))
+    return ws.folder
+
+
+@pytest.mark.slow
+def test_real_zombies_late_reports_are_refused(tmp_path):
+    run = zombie.zombie_run(4, folder=tmp_path)
+    assert not run.timed_out and set(run.exit_codes.values()) == {0}
+    assert run.taken_over == run.late_reports == run.refused == [1, 2, 3, 4]
+    assert run.accepted == run.ran_three_times == run.doubled == run.not_done == []
+    assert run.once == [1, 2, 3, 4]
+    assert [j.report for j in run.jobs] == ["complete", "fail", "complete", "fail"]
+    assert all(j.frozen_at < j.taken_over_at <= j.thawed_at for j in run.jobs)
+    assert run.lines()[1:3] == [
+        "taken over by another worker: 4 of 4",
+        "late reports after the thaw (SIGCONT): 4, refused 4, accepted 0",
+    ]
+    assert list(run.table()["late report"]) == ["refused"] * 4
+
+
+@pytest.mark.slow
+def test_fail_without_its_token_lets_a_late_failure_rerun_the_job(tmp_path):
+    """The notebook's break: FAIL keeps state = 'running' but loses the token. A frozen worker
+    thawed while the new holder still works puts the job back: it is claimed a third time."""
+    code = _workspace_without(tmp_path / "ws", "FAIL = ", "lease_token = :token AND ", "")
+    run = zombie.zombie_run(4, folder=tmp_path, code=code)
+    assert run.taken_over == run.late_reports == [1, 2, 3, 4]
+    assert run.accepted == run.ran_three_times == [2, 4]  # the jobs whose late report is a failure
+    assert run.refused == [1, 3] and run.doubled == []
+    assert [j.attempts for j in run.jobs] == [2, 3, 2, 3]
+
+
+@pytest.mark.slow
+def test_fail_without_its_token_goes_unseen_when_the_thaw_waits_for_done(tmp_path):
+    """Thawed only after the new holder finished, the late failure meets a done job:
+    state = 'running' alone refuses it, as in the notebook's first fenced timeline."""
+    code = _workspace_without(tmp_path / "ws", "FAIL = ", "lease_token = :token AND ", "")
+    run = zombie.zombie_run(2, thaw="done", folder=tmp_path, code=code)
+    assert run.refused == run.once == [1, 2] and run.ran_three_times == []
+    assert all(j.taken_over_at < j.thawed_at for j in run.jobs)
+
+
+@pytest.mark.slow
+def test_complete_without_any_fence_writes_two_ledger_rows(tmp_path):
+    code = _workspace_without(
+        tmp_path / "ws", "def complete(", " AND lease_token = :token AND state = 'running'", ""
+    )
+    run = zombie.zombie_run(2, folder=tmp_path, code=code)
+    assert run.accepted == run.doubled == run.stale_results == [1]
+    assert run.jobs[0].ledger == [1, 2] and run.once == [2]
+
+
+@pytest.mark.slow
+def test_complete_without_its_token_keeps_the_stale_result(tmp_path):
+    code = _workspace_without(tmp_path / "ws", "def complete(", " AND lease_token = :token", "")
+    run = zombie.zombie_run(2, folder=tmp_path, code=code)
+    assert run.stale_results == run.accepted == [1] and run.doubled == []
+    assert run.jobs[0].ledger == [1]  # the frozen worker's result counted; the new holder's was refused
+
+
+def test_a_workspace_that_cannot_run_is_reported_with_what_the_worker_said(tmp_path):
+    from labqueue.tutorial.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    ws.path("worker").write_text("raise RuntimeError('my worker is broken')\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="my worker is broken"):
+        zombie.zombie_run(1, folder=tmp_path, code=ws.folder)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"jobs": 0}, "jobs"),
+        ({"jobs": 2.0}, "jobs"),
+        ({"lease": 0.3}, "lease"),
+        ({"thaw": "never"}, "'never'"),
+    ],
+)
+def test_zombie_run_names_bad_input(tmp_path, kwargs, named):
+    with pytest.raises(InvalidArgument, match=named):
+        zombie.zombie_run(folder=tmp_path, **kwargs)
