@@ -34,7 +34,8 @@ from .core import (
     walk_purge,
 )
 from .core import to_json as _to_json
-from .drivers.sqlite import BUSY_SLICE, SQLITE_HEADER, SYNCHRONOUS_LEVELS, SqliteDriver, run_migration
+from .drivers.sqlite.driver import BUSY_SLICE, SYNCHRONOUS_LEVELS, SqliteDriver
+from .drivers.sqlite.schema import SQLITE_HEADER, run_migration
 
 __all__ = [
     "BUSY_SLICE",
@@ -70,8 +71,8 @@ class JobQueue(Queue):
     """The queue on one SQLite file. Open one per process or thread; it is not shared.
 
     The rules (labqueue.core.Queue) are the same on every backend; what is SQLite's
-    (the file checks, migrations, the busy wait, the effect guard) is the driver's,
-    labqueue.drivers.sqlite.SqliteDriver.
+    (the busy wait, the effect guard; the file checks and migrations) is the driver's,
+    labqueue.drivers.sqlite (driver.py, schema.py).
 
     Opening a file: a new path becomes a queue. An SQLite file without a `jobs` table
     (another application's database, say) is changed: labqueue switches it to WAL

@@ -1,6 +1,6 @@
 """Every SQL statement the queue runs, in SQLite's dialect.
 
-Keeping them in one module lets another backend (labqueue/postgres/sql.py) supply its
+Keeping them in one module lets another backend (labqueue/drivers/postgres/sql.py) supply its
 own set and pass the same behavioural tests. Values always travel as parameters; no
 value is ever formatted into a statement (a few statements are assembled from the
 constants below once, at import, and COMPLETE_MANY once per number of ids).
@@ -138,7 +138,7 @@ SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
-# (see drivers/sqlite.py, _EffectGuard).
+# (see drivers/sqlite/driver.py, _EffectGuard).
 BEGIN = "BEGIN IMMEDIATE /* labqueue */"
 COMMIT = "COMMIT /* labqueue */"
 ROLLBACK = "ROLLBACK /* labqueue */"
@@ -146,12 +146,12 @@ ROLLBACK = "ROLLBACK /* labqueue */"
 # -- schema versions -----------------------------------------------------------------
 # The version lives in the file header (PRAGMA user_version). MIGRATIONS[n] takes a file
 # from version n to n + 1, run in one write transaction with the new version number: a
-# script, or the name of a step queue.py runs (when the step needs to read the file).
+# script, or the name of a step drivers/sqlite/schema.py runs (when it needs to read the file).
 # Version 0 is a file labqueue has not versioned: a new or foreign file (no jobs table
 # yet), or a queue made before versions existed, whose table has version 1's shape.
 # Version 2 changes a CHECK constraint, which SQLite cannot ALTER: its step builds the
 # new table beside the old one, copies every row (and any column another program added),
-# and swaps them ("rebuild_jobs_v2": _rebuild_jobs in drivers/sqlite.py, with the
+# and swaps them ("rebuild_jobs_v2": _rebuild_jobs in drivers/sqlite/schema.py, with the
 # statements below).
 # Version 3 only adds the queue_pauses table. Version 4 rebuilds the table in the same way
 # to write the states CHECK as comparisons (TABLE_TEMPLATE says why); nothing else changes.

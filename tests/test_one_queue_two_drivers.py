@@ -218,8 +218,8 @@ def test_a_read_only_session_is_cannot_open_naming_the_database(pgq, pg_schema):
 
 
 def test_a_foreign_table_with_labqueues_names_but_other_types_is_left_alone(pg_url, pg_schema):
+    from labqueue.drivers.postgres import sql as pg_sql
     from labqueue.postgres import PgJobQueue
-    from labqueue.postgres import sql as pg_sql
 
     columns = ", ".join(
         f"{name} {'jsonb' if name == 'payload' else kind}{' NOT NULL' if required else ''}"

@@ -27,9 +27,9 @@ from labqueue.errors import CannotOpen
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
 from labqueue.core import Finished  # noqa: E402
+from labqueue.drivers.postgres import sql as pg  # noqa: E402
 from labqueue.errors import EffectEndedTransaction, QueueNotFound  # noqa: E402
 from labqueue.postgres import PgJobQueue, drop_schema  # noqa: E402
-from labqueue.postgres import sql as pg  # noqa: E402
 from labqueue.postgres.server import ENV_URL, throwaway_server  # noqa: E402
 
 

@@ -150,10 +150,10 @@ def wal_files(folder: str | Path | None = None) -> Any:
 
 
 def claim_statements() -> Any:
-    """labqueue.sql.CLAIM and labqueue.postgres.sql.CLAIM side by side, as the code holds them."""
+    """labqueue.sql.CLAIM and labqueue.drivers.postgres.sql.CLAIM side by side, as the code holds them."""
     from IPython.display import HTML
 
-    from ..postgres import sql as pg_sql
+    from ..drivers.postgres import sql as pg_sql
 
     def column(title: str, text: str) -> str:
         return (
@@ -163,7 +163,7 @@ def claim_statements() -> Any:
 
     sqlite_side = sqlite_sql.RETIRE_EXHAUSTED.strip() + ";\n\n" + sqlite_sql.CLAIM.strip()
     cells = column("SQLite: labqueue/sql.py (RETIRE_EXHAUSTED; CLAIM)", sqlite_side)
-    cells += column("PostgreSQL: labqueue/postgres/sql.py (CLAIM)", pg_sql.CLAIM)
+    cells += column("PostgreSQL: labqueue/drivers/postgres/sql.py (CLAIM)", pg_sql.CLAIM)
     return HTML(f"<table><tr>{cells}</tr></table>")
 
 

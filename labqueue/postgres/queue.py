@@ -1,5 +1,5 @@
 """PgJobQueue: the queue in one schema of a PostgreSQL database, for workers on several
-machines (labqueue.core's rules over labqueue.postgres.driver)."""
+machines (labqueue.core's rules over labqueue.drivers.postgres)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import psycopg
 from psycopg import sql as pg_sql
 
 from ..core import Clock, Queue, settings
+from ..drivers.postgres import sql
+from ..drivers.postgres.driver import PgDriver
+from ..drivers.postgres.schema import DEFAULT_SCHEMA, SCHEMA_NAME
 from ..errors import InvalidArgument
-from . import sql
-from .driver import DEFAULT_SCHEMA, SCHEMA_NAME, PgDriver, redact
+from ..redaction import redact
 
-__all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema", "redact"]
+__all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema"]
 
 
 class PgJobQueue(Queue):

@@ -1,6 +1,6 @@
-"""The PostgreSQL driver: one schema of a database, its connection, its SQL
-(labqueue/postgres/sql.py), the server's clock and LISTEN/NOTIFY. The rules it serves
-live in labqueue/core.py.
+"""The PostgreSQL driver: one schema of a database, its connection, its SQL (sql.py,
+beside this module), the server's clock and LISTEN/NOTIFY. The rules it serves live in
+labqueue/core.py; the schema's creation, checks and migrations in schema.py.
 
 Each queue lives in its own schema (default "labqueue"): a table `jobs` with the same
 columns, states, CHECK and partial indexes as on SQLite. The session's search_path puts
@@ -18,7 +18,6 @@ timeout and LISTEN, which transaction pooling would hand to other clients.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,21 +28,13 @@ from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
-from .. import validate
-from ..core import Clock, Effect, Job, JobRecord, batch_size, translated
-from ..errors import (
-    CannotOpen,
-    ConnectionLost,
-    EffectEndedTransaction,
-    ForeignJobsTable,
-    InvalidArgument,
-    QueueNotFound,
-)
-from ..redaction import redact
+from ... import validate
+from ...core import Clock, Effect, Job, JobRecord, batch_size, translated
+from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
+from ...redaction import redact
 from . import sql
+from .schema import SCHEMA_NAME, open_schema
 
-DEFAULT_SCHEMA = "labqueue"
-SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # Set on every connection unless its URL says otherwise: give up connecting after 10 s,
 # and let the kernel notice a dead peer within about a minute (a partition must not hang
 # a worker for ever).
@@ -98,7 +89,7 @@ class PgDriver:
         self._listening = False
         self.db = self._connect(CannotOpen)
         try:
-            self._open_schema(create)
+            open_schema(self.db, self.schema, self.url, create=create)
             self._session()
         except psycopg.Error as exc:
             self.db.close()
@@ -114,65 +105,6 @@ class PgDriver:
             # libpq's text, redacted, is the message; its original is not chained to a traceback
             detail = redact(" ".join(str(exc).split()), self.url)
             raise error(f"cannot connect to {self.where} ({detail})") from None
-
-    def _open_schema(self, create: bool) -> None:
-        """Create the schema, table and indexes if missing (one process at a time; with
-        create=False refuse instead), and refuse a `jobs` table that is not labqueue's:
-        its columns' names, types and NOT NULLs, its primary key and its unique key are
-        read before anything is written, so a foreign table is left untouched."""
-        name = pg_sql.Identifier(self.schema)
-        with self.db.transaction():
-            self.db.execute(sql.LOCK_SCHEMA, {"schema": self.schema})
-            columns = {row[0]: row[1:] for row in self.db.execute(sql.TABLE_COLUMNS, {"schema": self.schema})}
-            if columns:
-                self._check_table(columns)
-            elif not create:
-                raise QueueNotFound(
-                    f"there is no queue in schema {self.schema!r} at {redact(self.url)}: create=False "
-                    "opens an existing queue only, so nothing was created"
-                )
-            if self.db.execute(sql.SCHEMA_EXISTS, {"schema": self.schema}).fetchone() is None:
-                self.db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))  # needs CREATE
-            self.db.execute(pg_sql.SQL("SET LOCAL search_path = {schema}").format(schema=name))
-            if not columns:
-                self.db.execute(sql.SCHEMA)
-            elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
-                self.db.execute(sql.MIGRATE_V2)
-            table = f"{pg_sql.Identifier(self.schema).as_string(self.db)}.queue_pauses"
-            if not self.db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()[0]:
-                self.db.execute(sql.PAUSES)  # schema version 3
-
-    def _check_table(self, columns: dict[str, tuple]) -> None:
-        expected = {name: spec for name, spec in sql.COLUMN_TYPES.items()}
-        if "queue" not in columns and "priority" not in columns:  # version 1: upgraded after the checks
-            expected.pop("queue"), expected.pop("priority")
-        missing = [name for name in expected if name not in columns]
-        problems = [f"missing columns: {', '.join(missing)}"] if missing else []
-        for name, (kind, required) in expected.items():
-            if name in columns:
-                found, nullable, _ = columns[name]
-                if found != kind:
-                    problems.append(f"column {name} is {found}, labqueue's is {kind}")
-                if required and nullable:
-                    problems.append(f"column {name} may be NULL, labqueue's is NOT NULL")
-        problems += [
-            f"its extra column {name} is NOT NULL without a default, so labqueue could not add a job"
-            for name, (_, nullable, has_default) in columns.items()
-            if name not in expected and not nullable and not has_default
-        ]
-        keys = {
-            (bool(primary), tuple(cols))
-            for primary, cols in self.db.execute(sql.UNIQUE_KEYS, {"schema": self.schema})
-        }
-        if (True, ("id",)) not in keys:
-            problems.append("its primary key is not (id)")
-        if (False, ("dedupe_key",)) not in keys:
-            problems.append("it has no UNIQUE (dedupe_key)")
-        if problems:
-            raise ForeignJobsTable(
-                f"schema {self.schema!r} at {redact(self.url)} already has a 'jobs' table that is not "
-                f"labqueue's ({'; '.join(problems)}); it was not changed"
-            )
 
     def _session(self) -> None:
         """The session's settings: the search_path, the lock timeout (PostgreSQL reads 0 as

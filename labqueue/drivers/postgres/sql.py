@@ -188,8 +188,8 @@ SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
  ORDER BY n
 """
 
-from ..core import LAST_ATTEMPT_EXPIRED  # noqa: E402, F401 (the rule's text, shared with SQLite)
-from ..validate import STATES  # noqa: E402
+from ...core import LAST_ATTEMPT_EXPIRED  # noqa: E402, F401 (the rule's text, shared with SQLite)
+from ...validate import STATES  # noqa: E402
 
 # Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
 # queue (through jobs_queue_ready, which leaves out the default queue), the default queue,

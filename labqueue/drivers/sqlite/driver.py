@@ -1,41 +1,29 @@
 """The SQLite driver: one file, its connection, its SQL (labqueue/sql.py), its clock and
-its wake-up channel (labqueue/wakeup.py). The rules it serves live in labqueue/core.py.
+its wake-up channel (labqueue/wakeup.py). The rules it serves live in labqueue/core.py;
+the file's checks and its schema's migrations in schema.py, beside this module.
 
-What is SQLite's own is here: checking a file before it is touched, the schema's
-migrations in `PRAGMA user_version`, BEGIN IMMEDIATE with a busy wait Python can
-interrupt, the authorizer that keeps an effect from ending the transaction, and reading
-rows whose text another program stored as invalid UTF-8.
+What is SQLite's own is here: BEGIN IMMEDIATE with a busy wait Python can interrupt, the
+authorizer that keeps an effect from ending the transaction, and reading rows whose text
+another program stored as invalid UTF-8.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import sql, validate, wakeup
-from ..core import Clock, Effect, Job, JobRecord, Unreadable, batch_size, translated
-from ..errors import (
-    CannotOpen,
-    EffectEndedTransaction,
-    ForeignDatabase,
-    ForeignJobsTable,
-    InvalidArgument,
-    NotADatabase,
-    QueueNotFound,
-    SchemaTooNew,
-)
-from ..versions import require_returning
+from ... import sql, validate, wakeup
+from ...core import Clock, Effect, Job, JobRecord, Unreadable, batch_size, translated
+from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
+from ...versions import require_returning
+from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
 
-SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-SQLITE_NOTADB = 26  # SQLite's result code for "file is not a database"
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # How long SQLite itself waits for the write lock before Python tries again: between
 # tries Python runs its signal handlers, so a second stop signal is not held up by a
@@ -76,13 +64,13 @@ class SqliteDriver:
         self._waiter: wakeup.Waiter | None = None
         self.path = Path(validate.db_path(path))
         self.where = str(self.path)
-        _check_is_sqlite_file(self.path)
+        check_is_sqlite_file(self.path)
         if not create and not self.path.is_file():
             raise QueueNotFound(
                 f"{self.path} does not exist: create=False opens an existing queue only, "
                 "so nothing was created (is the path mistyped?)"
             )
-        _check_writable(self.path)
+        check_writable(self.path)
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
         # transaction from transaction(); a lone read runs in autocommit. The busy timeout
         # is one slice of the timeout: _retry_busy() makes up the rest in Python.
@@ -116,7 +104,7 @@ class SqliteDriver:
             raise translated(self, exc, timeout=self.timeout) from exc
         except sqlite3.DatabaseError as exc:  # a foreign file, or a damaged one with SQLite's header
             self.db.close()
-            raise _not_a_database(self.path, exc) from exc
+            raise not_a_database(self.path, exc) from exc
         except BaseException:
             self.db.close()
             raise
@@ -124,27 +112,7 @@ class SqliteDriver:
     def _open(self, schema: str | None, level: str, create: bool) -> None:
         """Check the file, then set it up. Everything that can refuse the file reads
         only, so a refused file is left as it was."""
-        kind, text, version = self.db.execute(sql.JOBS_OBJECT_AND_VERSION).fetchone()
-        found = None if kind is None else (kind, text)
-        if found is None:
-            if not create:
-                raise QueueNotFound(
-                    f"{self.path} has no jobs table: create=False opens an existing queue only, "
-                    "so no table was added and the file was not changed"
-                )
-            if version != 0:
-                raise ForeignDatabase(
-                    f"{self.path} has no jobs table and its PRAGMA user_version is {version}: it is "
-                    "another application's database that keeps its own schema version where labqueue "
-                    "keeps its, so labqueue will not add its tables to it; use a file of its own"
-                )
-        else:
-            if version > sql.SCHEMA_VERSION:
-                raise SchemaTooNew(
-                    f"{self.path} has labqueue schema version {version} (PRAGMA user_version); this "
-                    f"labqueue knows versions up to {sql.SCHEMA_VERSION}: upgrade labqueue to open it"
-                )
-            _check_jobs_table(self.db, self.path, found, _versioned(self.db, version))
+        found, version = check_existing(self.db, self.path, create)
         if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
             # A brand-new file: freed pages can be handed back later (reclaim_space). The
             # setting only takes before the first table exists; a full VACUUM applies it later.
@@ -154,29 +122,10 @@ class SqliteDriver:
         self.db.execute(f"PRAGMA synchronous = {level}")
         if schema == sql.SCHEMA:
             if found is None or version < sql.SCHEMA_VERSION:
-                self._migrate()
+                with self.transaction() as db:
+                    migrate(db, self.path)
         elif schema:  # a schema of the caller's own (the course's index experiments)
             self.db.executescript(schema)
-
-    def _migrate(self) -> None:
-        """Bring the file to SCHEMA_VERSION, one step of sql.MIGRATIONS at a time, in one
-        write transaction. The version is read again under the write lock: another
-        process may have created or upgraded the queue since we looked."""
-        with self.transaction() as db:
-            stamped = db.execute(sql.USER_VERSION).fetchone()[0]
-            version = _versioned(db, stamped, unversioned=0)
-            if version > sql.SCHEMA_VERSION:
-                raise SchemaTooNew(
-                    f"{self.path} was upgraded to labqueue schema version {version} while opening; "
-                    f"this labqueue knows versions up to {sql.SCHEMA_VERSION}"
-                )
-            for step in sql.MIGRATIONS[version:]:
-                run_migration(db, step)
-            if stamped == 0 and version > 1:  # tables made by hand from sql.SCHEMA: add what is missing
-                run_migration(db, sql.SCHEMA)
-            if stamped < sql.SCHEMA_VERSION:
-                # An integer constant of ours: PRAGMA takes no parameters.
-                db.execute(f"PRAGMA user_version = {int(sql.SCHEMA_VERSION)}")
 
     # -- transactions and errors -------------------------------------------------
 
@@ -647,67 +596,6 @@ def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable |
         return Unreadable(f"stored as text that is not valid UTF-8 ({exc.reason} at byte {exc.start})")
 
 
-def run_migration(db: sqlite3.Connection, step: str) -> None:
-    """One step of sql.MIGRATIONS inside the caller's transaction (or on a scratch
-    connection, for the expected shape of a version)."""
-    if step == "rebuild_jobs_v2":  # priority, queue and the 'cancelled' state
-        _rebuild_jobs(db, sql.V1_COLUMNS, sql.STATES_IN_LIST)
-        return
-    if step == "rebuild_jobs_v4":  # the states CHECK written as comparisons
-        _rebuild_jobs(db, ", ".join(sql.COLUMNS), sql.STATES_COMPARED)
-        return
-    for statement in _statements(step):
-        db.execute(statement)
-
-
-def _rebuild_jobs(db: sqlite3.Connection, columns: str, states: str) -> None:
-    """A new jobs table (sql.TABLE_TEMPLATE with the `states` CHECK) built beside the old
-    one, every row copied, then swapped in: how SQLite changes a column or a CHECK. The
-    old table's `columns` are copied by name. A column another program added to the table
-    (allowed if it may be NULL or has a default) is carried over with its data, and so
-    are the triggers and indexes it made on the table."""
-    known = {name.strip() for name in columns.split(",")}
-    extra = [row for row in db.execute(sql.TABLE_INFO) if row[1] not in known]
-    extra_sql = "".join(
-        f',\n    "{name}" {kind or ""}{" NOT NULL" if notnull else ""}'
-        + ("" if default is None else f" DEFAULT {default}")
-        for _, name, kind, notnull, default, _pk in extra
-    )
-    copied = columns + "".join(f', "{row[1]}"' for row in extra)
-    others = [row[0] for row in db.execute(sql.OTHERS_ON_JOBS)]
-    # Column names come from the file's own schema, quoted; no value is formatted in.
-    db.execute(sql.TABLE_TEMPLATE.format(name=sql.REBUILT, extra=extra_sql, states=states))
-    db.execute(f"INSERT INTO {sql.REBUILT} ({copied}) SELECT {copied} FROM jobs")
-    # Renamed the old way, the new table takes the name and nothing else is rewritten: a
-    # view or another table's trigger that names `jobs` names the new table. (Since 3.26
-    # RENAME otherwise checks every view and trigger first, and one naming the table just
-    # dropped stops it.)
-    db.execute("PRAGMA legacy_alter_table = ON")
-    try:
-        for statement in _statements(sql.REBUILD_SWAP):
-            db.execute(statement)
-    finally:
-        db.execute("PRAGMA legacy_alter_table = OFF")
-    for statement in others:  # as the other program wrote them, from the file's own schema
-        db.execute(statement)
-
-
-def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) -> int:
-    """The schema version a file's jobs table has. A file without a version number
-    (user_version 0) is a queue made before versions existed (version 1's shape), or one
-    whose tables were made from sql.SCHEMA by hand (the course does): current, or version
-    3's table if it was made from an sql.SCHEMA of before version 4 (the states CHECK an
-    IN list)."""
-    if version:
-        return version
-    columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
-    if "queue" not in columns:
-        return unversioned if columns else 0
-    _, create_sql = db.execute(sql.JOBS_OBJECT).fetchone()
-    in_list = f"({sql.STATES_IN_LIST})" in _checks(create_sql or "")
-    return sql.LAST_IN_LIST_VERSION if in_list else sql.SCHEMA_VERSION
-
-
 def _record(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**{name: row[name] for name in sql.COLUMNS})
 
@@ -758,170 +646,3 @@ def _lenient_text(data: bytes) -> str:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     message = str(exc)
     return "locked" in message or "busy" in message
-
-
-def _statements(script: str) -> list[str]:
-    """A script split into its statements (sqlite3 runs one per execute())."""
-    statements, current = [], ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            statements.append(current.strip())
-            current = ""
-    if current.strip():
-        statements.append(current.strip())
-    return statements
-
-
-# POSIX advisory locks belong to a process and a file, not to a descriptor: closing ANY
-# descriptor of the database, its -wal or its -shm releases every lock this process holds on
-# it, SQLite's own connections' locks included ("How To Corrupt An SQLite Database File",
-# section 2.2, sqlite.org/howtocorrupt.html). A process that already holds the queue (a
-# worker opening a KeepAlive, a reconnect, a second JobQueue in a notebook) would lose its
-# locks, and with them committed pages of the write-ahead log. So nothing here opens those
-# files from Python: what a file is, SQLite says when it reads it; whether this user may
-# write it, os.access says without a descriptor. Do not bring back an open() and close().
-
-
-def _check_is_sqlite_file(path: Path) -> None:
-    """Refuse a folder before connecting. Whether a file is an SQLite database SQLite
-    decides at the first read, before anything is written (see _not_a_database)."""
-    if path.is_dir():
-        raise NotADatabase(f"{path} is a directory, not an SQLite database file")
-
-
-def _not_a_database(path: Path, exc: sqlite3.DatabaseError) -> NotADatabase:
-    """SQLite's refusal of a file, named. Told by its result code only (reading the header
-    ourselves would cost the locks): "not a database" covers a foreign file and a damaged
-    header alike; anything else is a damaged database."""
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; the message before that
-    if code == SQLITE_NOTADB or (code is None and str(exc) == "file is not a database"):
-        return NotADatabase(f"{path} is not an SQLite database, or its header is damaged ({exc})")
-    return NotADatabase(f"{path} is not a usable SQLite database ({exc})")
-
-
-def _writable_if_present(path: Path) -> bool:
-    """False only when `path` exists and this user may not read and write it. Asked of
-    os.access, never by opening it (see above): the answer must not cost the locks."""
-    # Other connections delete and create the -wal and -shm at any moment: os.access says False
-    # for a file that was gone for an instant, so ask again while the answers disagree.
-    return any(os.access(path, os.R_OK | os.W_OK) or not path.exists() for _ in range(3))
-
-
-def _check_writable(path: Path) -> None:
-    """Say, before connecting, which file or folder this user cannot write: SQLite would
-    open a read-only file without a word and fail at the first write."""
-    folder = path.parent
-    if not folder.is_dir():
-        raise CannotOpen(f"cannot open or create {path}: its folder {folder} does not exist")
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        raise CannotOpen(
-            f"{path} is read-only for this user: the queue writes to its file "
-            "(give this user write permission, or open a copy); nothing was changed"
-        )
-    sides = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
-    for side in sides:
-        # Other connections create and delete the -wal at any moment; a missing one is fine.
-        if not _writable_if_present(side):
-            raise CannotOpen(
-                f"{side} is read-only for this user: SQLite writes {path.name}'s write-ahead log "
-                "there (give this user write permission on it); nothing was changed"
-            )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        if not path.exists():
-            raise CannotOpen(f"cannot create {path}: its folder {folder} is read-only for this user")
-        if not all(side.exists() for side in sides):
-            raise CannotOpen(
-                f"the folder {folder} is read-only for this user: in WAL mode SQLite must create "
-                f"{sides[0].name} and {sides[1].name} beside {path.name}; nothing was changed"
-            )
-
-
-@dataclass(frozen=True)
-class _Shape:
-    columns: dict[str, tuple]
-    unique: frozenset[tuple[str, int]]
-    checks: tuple[str, ...]
-
-
-def _shape(db: sqlite3.Connection, create_sql: str) -> _Shape:
-    columns = {row[0]: tuple(row[1:]) for row in db.execute(sql.TABLE_SHAPE)}
-    unique = frozenset((row[0], row[1]) for row in db.execute(sql.UNIQUE_KEYS))
-    return _Shape(columns, unique, _checks(create_sql or ""))
-
-
-@functools.cache
-def _expected_shape(version: int) -> _Shape:
-    """The jobs table of schema `version`, as its migrations build it (in memory)."""
-    db = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        for step in sql.MIGRATIONS[:version]:
-            run_migration(db, step)
-        return _shape(db, db.execute(sql.JOBS_OBJECT).fetchone()[1])
-    finally:
-        db.close()
-
-
-def _checks(create_sql: str) -> tuple[str, ...]:
-    """The CHECK constraints of a CREATE TABLE statement, whitespace normalised."""
-    text = " ".join(create_sql.split())
-    lower = text.lower()
-    found, i = [], 0
-    while (i := lower.find("check", i)) != -1:
-        start = i + len("check")
-        inside_a_name = i > 0 and (lower[i - 1].isalnum() or lower[i - 1] == "_")
-        if inside_a_name or not lower[start:].lstrip().startswith("("):
-            i = start
-            continue
-        j = lower.index("(", start)
-        depth, k = 0, j
-        for k in range(j, len(text)):
-            depth += {"(": 1, ")": -1}.get(text[k], 0)
-            if depth == 0:
-                break
-        found.append(text[j : k + 1].replace("( ", "(").replace(" )", ")"))
-        i = k
-    return tuple(sorted(found))
-
-
-def _column_text(spec: tuple) -> str:
-    kind, notnull, default, pk = spec
-    parts = [kind or "(no type)"] + ["NOT NULL"] * bool(notnull)
-    parts += [f"DEFAULT {default}"] * (default is not None) + ["PRIMARY KEY"] * bool(pk)
-    return " ".join(parts)
-
-
-def _check_jobs_table(db: sqlite3.Connection, path: Path, found: tuple, version: int) -> None:
-    """Refuse a jobs table that is not labqueue's (of this schema version): reads only."""
-    kind, create_sql = found
-    if kind != "table":
-        raise ForeignJobsTable(f"{path} already has a {kind} named 'jobs', not labqueue's table")
-    have, want = _shape(db, create_sql), _expected_shape(version)
-    missing = [name for name in want.columns if name not in have.columns]
-    if missing:
-        raise ForeignJobsTable(
-            f"{path} already has a 'jobs' table that is not labqueue's "
-            f"(missing columns: {', '.join(missing)})"
-        )
-    problems = [
-        f"column {name} is {_column_text(have.columns[name])}, labqueue's is {_column_text(spec)}"
-        for name, spec in want.columns.items()
-        if have.columns[name] != spec
-    ]
-    problems += [
-        f"its extra column {name} is NOT NULL without a default, so labqueue could not add a job"
-        for name, (_, notnull, default, pk) in have.columns.items()
-        if name not in want.columns and notnull and default is None and not pk
-    ]
-    if have.unique != want.unique:
-        shown = ", ".join(sorted(f"UNIQUE ({cols})" for cols, _ in have.unique)) or "none"
-        problems.append(f"its unique keys are {shown}, labqueue's table has UNIQUE (dedupe_key) only")
-    if have.checks != want.checks:
-        problems.append(
-            f"its CHECK constraints are {list(have.checks) or 'none'}, labqueue's are {list(want.checks)}"
-        )
-    if problems:
-        raise ForeignJobsTable(
-            f"{path} already has a 'jobs' table that is not labqueue's ({'; '.join(problems)}); "
-            "it was not changed"
-        )
