@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -241,6 +242,15 @@ def stop(proc: subprocess.Popen, sig: signal.Signals) -> tuple[str, str]:
     return proc.communicate(timeout=60)
 
 
+def exec_done(pid: int, timeout: float = 60.0) -> None:
+    """Wait until a child just started has replaced this process's program with its own."""
+    ours = psutil.Process().cmdline()
+    deadline = time.monotonic() + timeout
+    while psutil.Process(pid).cmdline() == ours:
+        assert time.monotonic() < deadline, f"process {pid} did not start its program in {timeout} s"
+        time.sleep(0.01)
+
+
 def command_line(pid: int) -> str:
     """A process's command line as every local user can read it."""
     proc = Path(f"/proc/{pid}/cmdline")
@@ -342,6 +352,7 @@ def test_the_pool_and_start_worker_pass_the_location_by_environment(planted):
         stack.callback(kill_tree, alone)
         for proc in [*started, alone]:
             assert proc.poll() is None
+            exec_done(proc.pid)  # until then the child shows this process's command and environment
             clean(command_line(proc.pid), proc.args)
             assert psutil.Process(proc.pid).environ()["LABQUEUE_DB"] == planted
 
