@@ -17,6 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
@@ -153,34 +154,147 @@ def new_token() -> str:
 # A claimed row as every driver returns it.
 ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at)
 
+# What the queue hands a driver, checked and decided: each a small frozen record whose
+# fields are the names the drivers' SQL reads (params(): them as a dict, a fresh one).
+
+
+class _Params:
+    __slots__ = ()
+
+    def params(self) -> dict[str, Any]:
+        """The fields by name, for the driver's named SQL parameters (a new dict)."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Scope(_Params):
+    """Which queues a claim, a look or a wait serves (scope_of): `name` picks the driver's
+    statement (sql.SCOPES: "all", "default", "one", "some", "some_default", "all_but"; or
+    "none", when every queue asked for is paused and nothing may be claimed)."""
+
+    name: str
+    queue: str | None = None  # "one"
+    queues: list[str] | None = None  # "some", "some_default"
+    paused: list[str] | None = None  # "all_but"
+
+    def params(self) -> dict[str, Any]:
+        return {"queue": self.queue, "queues": self.queues, "paused": self.paused}
+
+
+@dataclass(frozen=True)
+class NewJob(_Params):
+    """One job for Driver.insert: enqueue()'s checked values, the payload as JSON text."""
+
+    kind: str
+    payload: str
+    delay: float
+    max_attempts: int
+    dedupe_key: str | None
+    priority: int
+    queue: str
+    now: float | None
+
+
+@dataclass(frozen=True)
+class NewJobs(_Params):
+    """Jobs of one kind for Driver.insert_many, ready now (enqueue_many)."""
+
+    kind: str
+    payloads: list[str]
+    max_attempts: int
+    priority: int
+    queue: str
+    now: float | None
+
+
+@dataclass(frozen=True)
+class Claim(_Params):
+    """One claim for Driver.claim: lease up to `limit` ready jobs in `scope` to `worker`
+    under a fresh `token` until `lease_end` (None on a server's clock: its now +
+    lease_seconds), and retire a lease that ran out on its last attempt with `reason`."""
+
+    scope: Scope
+    now: float | None
+    lease_seconds: float
+    lease_end: float | None
+    token: str
+    worker: str
+    limit: int
+    reason: str
+
+    def params(self) -> dict[str, Any]:
+        found = {**self.__dict__, **self.scope.params()}
+        del found["scope"]
+        return found
+
+
+@dataclass(frozen=True)
+class Failure(_Params):
+    """A fenced failure for Driver.fail: job `id` under `token`, retried at `retry_at`
+    (None on a server's clock: its now + delay) unless `final`, with `error` as stored."""
+
+    id: int
+    token: str
+    error: str
+    final: bool
+    delay: float
+    retry_at: float | None
+    now: float | None
+
+
+@dataclass(frozen=True)
+class PurgeWindow(_Params):
+    """One window of purge() for Driver.purge_window: jobs in `states` with ids after
+    `after`, at most `batch` of them, finished before `before`."""
+
+    states: list[str]
+    before: float
+    after: int
+    batch: int
+    now: float | None
+
+
+@dataclass(frozen=True)
+class JobFilter(_Params):
+    """Which stored rows Driver.jobs reads: None matches any state, kind or queue, and
+    `limit` None reads all; `newest` first, or in id order."""
+
+    states: list[str] | None
+    kind: str | None
+    queue: str | None
+    limit: int | None
+    newest: bool
+
 
 class Driver(Protocol):
     """One backend's connection, SQL, clock and wake-up channel. Every method runs its
     statements on the driver's connection; methods marked (tx) run inside the queue's
     transaction. `now` is the clock's reading, or None for the database server's own."""
 
-    clock: Clock | None
     where: str  # the database, as messages name it (a path, or a URL without its password)
 
     @property
+    def clock(self) -> Clock | None: ...
+    @property
     def db(self) -> Any: ...
-    def transaction(self) -> Any: ...  # a context manager: one write transaction
-    def savepoint(self) -> Any: ...  # a context manager: a nested one, for one job's effect
+    def transaction(self) -> AbstractContextManager[Any]: ...  # one write transaction
+    # a nested one, for one job's effect: the block gets `undo`, which rolls it back
+    def savepoint(self) -> AbstractContextManager[Callable[[], None]]: ...
     def classify(self, exc: BaseException) -> str | None: ...
     def server_time(self) -> float: ...
-    def insert(self, row: dict[str, Any]) -> int | None: ...  # (tx)
-    def insert_many(self, rows: dict[str, Any]) -> None: ...  # (tx)
+    def insert(self, row: NewJob) -> int | None: ...  # (tx)
+    def insert_many(self, rows: NewJobs) -> None: ...  # (tx)
     def hint_in_transaction(self) -> None: ...  # (tx)
     def hint_after_commit(self) -> int: ...
     def wake(self) -> int: ...
-    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool: ...
-    def next_due(self, scope: str, where: dict[str, Any]) -> float | None: ...
-    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
+    def ready(self, scope: Scope, now: float | None) -> bool: ...
+    def next_due(self, scope: Scope) -> float | None: ...
+    def claim(self, claim: Claim, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
     def run_effect(self, job: Job, effect: Effect) -> None: ...  # (tx)
-    def fail(self, params: dict[str, Any]) -> str | None: ...  # (tx)
+    def fail(self, failure: Failure) -> Literal["queued", "dead"] | None: ...  # (tx)
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None: ...  # (tx)
     def release(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool: ...  # (tx)
@@ -194,11 +308,14 @@ class Driver(Protocol):
     def requeue_dead(self, ids: list[int] | None, now: float | None) -> list[int]: ...  # (tx)
     def purge_bounds(self) -> tuple[int | None, int | None]: ...
     def created_after(self, after: int) -> tuple[int, float] | None: ...
-    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]: ...  # (tx)
+    def purge_window(self, window: PurgeWindow, archive: bool) -> tuple[int, int]: ...  # (tx)
+    def space(self) -> dict[str, int]: ...
+    def reclaim_space(self, pages: int | None) -> int: ...
+    def vacuum(self) -> None: ...
     def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]: ...
     def queue_stats(self, now: float | None) -> list[tuple]: ...
     def job(self, job_id: int) -> JobRecord | None: ...
-    def jobs(self, params: dict[str, Any]) -> list[JobRecord]: ...
+    def jobs(self, chosen: JobFilter) -> list[JobRecord]: ...
     def counts(self) -> dict[str, int]: ...
     def pause(self, queue: str, reason: str | None, now: float | None) -> bool: ...  # (tx)
     def resume(self, queue: str) -> bool: ...  # (tx)
@@ -367,7 +484,7 @@ class Queue:
             validate.text("worker", worker)  # not indexed: no length limit
             self._checked_worker = worker  # type: ignore[assignment]
 
-    def _scope(self, queues: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    def _scope(self, queues: Sequence[str] | None) -> Scope:
         """scope_of(queues), leaving out the paused queues (read at most once a second)."""
         now = time.monotonic()
         if now - self._paused_read_at >= PAUSES_READ_EVERY:
@@ -427,23 +544,23 @@ class Queue:
         at most MAX_PAYLOAD_DEPTH deep, dict keys strings (JSON would turn 1 into "1",
         and {1: 'a', '1': 'b'} would lose a value); tuples come back as lists.
         Anything else raises PayloadNotSerializable."""
-        row = {
-            "kind": validate.kind(kind),
-            "delay": validate.seconds("delay", delay, allow_zero=True),
-            "max_attempts": self.max_attempts
+        row = NewJob(
+            kind=validate.kind(kind),
+            delay=validate.seconds("delay", delay, allow_zero=True),
+            max_attempts=self.max_attempts
             if max_attempts is None
             else validate.attempts("max_attempts", max_attempts),
-            "dedupe_key": validate.dedupe_key(dedupe_key),
-            "priority": validate.priority(priority),
-            "queue": validate.queue_name(queue),
-            "payload": to_json(payload),
-        }
-        row["now"] = self._now()
+            dedupe_key=validate.dedupe_key(dedupe_key),
+            priority=validate.priority(priority),
+            queue=validate.queue_name(queue),
+            payload=to_json(payload),
+            now=self._now(),
+        )
         with self._tx():
             job_id = self._d.insert(row)
-            if job_id is not None and row["delay"] == 0:
+            if job_id is not None and row.delay == 0:
                 self._d.hint_in_transaction()
-        if job_id is not None and row["delay"] == 0:
+        if job_id is not None and row.delay == 0:
             self._d.hint_after_commit()
         return job_id
 
@@ -465,14 +582,7 @@ class Queue:
                 raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
         if not bodies:
             return 0
-        rows = {
-            "kind": kind,
-            "payloads": bodies,
-            "max_attempts": self.max_attempts,
-            "priority": priority,
-            "queue": queue,
-            "now": self._now(),
-        }
+        rows = NewJobs(kind, bodies, self.max_attempts, priority, queue, self._now())
         with self._tx():
             self._d.insert_many(rows)
             self._d.hint_in_transaction()
@@ -489,24 +599,17 @@ class Queue:
 
     # -- consuming --------------------------------------------------------------
 
-    def _claim_params(self, worker: str, limit: int, where: dict[str, Any]) -> dict[str, Any]:
+    def _claim_params(self, worker: str, limit: int, scope: Scope) -> Claim:
         now = self._now()
-        return {
-            "now": now,
-            "lease_seconds": self.lease_seconds,
-            "lease_end": None if now is None else now + self.lease_seconds,
-            "token": new_token(),
-            "worker": worker,
-            "limit": limit,
-            "reason": LAST_ATTEMPT_EXPIRED,
-            **where,
-        }
+        lease_end = None if now is None else now + self.lease_seconds
+        token = new_token()
+        return Claim(scope, now, self.lease_seconds, lease_end, token, worker, limit, LAST_ATTEMPT_EXPIRED)
 
-    def _claimed(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[Job]:
+    def _claimed(self, claim: Claim, *, batch: bool) -> list[Job]:
         """The claim inside the caller's transaction: the driver leases rows, and each
         becomes a Job, or is dead-lettered with the reason when it cannot be read (no
         retry can change a stored payload, so that job is never run)."""
-        return self._jobs_of(self._d.claim(params, scope, batch=batch), params["now"])
+        return self._jobs_of(self._d.claim(claim, batch=batch), claim.now)
 
     def _jobs_of(self, rows: list[ClaimedRow], now: float | None) -> list[Job]:
         """The claimed rows as jobs, inside the claim's transaction; one that cannot be
@@ -562,11 +665,11 @@ class Queue:
     ) -> list[Job]:
         limit = validate.claim_limit(limit)
         self._check_worker(worker)
-        scope, where = self._scope(queues)
-        if scope == "none" or not self._ready(scope, where):
+        scope = self._scope(queues)
+        if scope.name == "none" or not self._ready(scope):
             return []
         with self._tx():
-            return self._claimed(self._claim_params(worker, limit, where), scope, batch=batch)
+            return self._claimed(self._claim_params(worker, limit, scope), batch=batch)
 
     def claim_next(self, worker: str, *, queues: Sequence[str] | None = None) -> Job | None:
         """Lease the next ready job to `worker`, or return None. The same rules as
@@ -574,17 +677,17 @@ class Queue:
         their last attempt retired as dead. An unreadable row is dead-lettered and the
         next ready job is claimed instead."""
         self._check_worker(worker)
-        scope, where = self._scope(queues)
+        scope = self._scope(queues)
         with self._tx():
-            return self._claim_one(worker, scope, where)
+            return self._claim_one(worker, scope)
 
-    def _claim_one(self, worker: str, scope: str, where: dict[str, Any]) -> Job | None:
-        while scope != "none":  # an unreadable row is buried, and the next one claimed instead
-            params = self._claim_params(worker, 1, where)
-            rows = self._d.claim(params, scope, batch=True)
+    def _claim_one(self, worker: str, scope: Scope) -> Job | None:
+        while scope.name != "none":  # an unreadable row is buried, and the next one claimed instead
+            claim = self._claim_params(worker, 1, scope)
+            rows = self._d.claim(claim, batch=True)
             if not rows:
                 return None
-            jobs = self._jobs_of(rows, params["now"])
+            jobs = self._jobs_of(rows, claim.now)
             if jobs:
                 return jobs[0]
         return None
@@ -619,12 +722,12 @@ class Queue:
         check_job(job)
         check_effect(effect)
         self._check_worker(worker)
-        scope, where = self._scope(queues)
+        scope = self._scope(queues)
         with self._tx():
             accepted = self._d.complete(job, self._now())
             if accepted and effect is not None:
                 self._d.run_effect(job, effect)
-            return accepted, self._claim_one(worker, scope, where)
+            return accepted, self._claim_one(worker, scope)
 
     def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
         """Record a failure. Returns "queued" (a retry after full-jitter backoff),
@@ -641,16 +744,9 @@ class Queue:
     def _fail(self, job: Job, error: str, retry: bool, now: float | None) -> Literal["queued", "dead"] | None:
         """The fenced failure inside the caller's transaction: retried after backoff, or dead."""
         delay = self.backoff_delay(job.attempts)
-        params = {
-            "final": not retry,
-            "delay": delay,
-            "retry_at": None if now is None else now + delay,
-            "now": now,
-            "error": stored_error(error),
-            "id": job.id,
-            "token": job.lease_token,
-        }
-        return self._d.fail(params)  # type: ignore[return-value]
+        retry_at = None if now is None else now + delay
+        failure = Failure(job.id, job.lease_token, stored_error(error), not retry, delay, retry_at, now)
+        return self._d.fail(failure)
 
     def backoff_delay(self, attempts: int) -> float:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
@@ -671,19 +767,19 @@ class Queue:
         """Whether a claim would find something now: a job to run (in `queues`, None for
         every queue), or an expired lease on a last attempt to retire. One read and no
         write lock, so producers and busy workers carry on while an idle worker looks."""
-        return self._ready(*self._scope(queues))
+        return self._ready(self._scope(queues))
 
-    def _ready(self, scope: str, where: dict[str, Any]) -> bool:
-        if scope == "none":
+    def _ready(self, scope: Scope) -> bool:
+        if scope.name == "none":
             return False
-        return self._read(lambda: self._d.ready(scope, where, self._now()))
+        return self._read(lambda: self._d.ready(scope, self._now()))
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
         """When the next live job (in `queues`, None for every queue) is due by the clock:
         a delayed job's start, a retry's backoff, a lease's end (None when nothing is
         queued or running). An idle worker waits no longer than this."""
-        scope, where = self._scope(queues)
-        return None if scope == "none" else self._read(lambda: self._d.next_due(scope, where))
+        scope = self._scope(queues)
+        return None if scope.name == "none" else self._read(lambda: self._d.next_due(scope))
 
     def listen(self) -> bool:
         """Start listening for producers' hints (a worker calls it once, before its first
@@ -735,7 +831,7 @@ class Queue:
         if claim_for is not None:
             limit = validate.claim_limit(limit)
             self._check_worker(claim_for)
-            scope, where = self._scope(queues)
+            scope = self._scope(queues)
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
@@ -750,15 +846,15 @@ class Queue:
                         outcomes.append(self._why_lost(job))
                 else:
                     outcomes.append(self._settle_one(report, now))
-            if claim_for is None or scope == "none":
+            if claim_for is None or scope.name == "none":
                 return outcomes, []
-            params = self._claim_params(claim_for, limit, where)
-            rows = self._d.claim(params, scope, batch=True)
+            claim = self._claim_params(claim_for, limit, scope)
+            rows = self._d.claim(claim, batch=True)
         # The rows become jobs after COMMIT, so the write lock is not held for it.
         jobs, unreadable = self._read_rows(rows)
         if unreadable:
             with self._tx():
-                self._bury(unreadable, params["now"])
+                self._bury(unreadable, claim.now)
         return outcomes, jobs
 
     def _complete_plain(self, finished: Sequence[Finished], now: float | None) -> set[int]:
@@ -929,10 +1025,8 @@ class Queue:
         first, last = self._read(self._d.purge_bounds)
 
         def window(after: int, size: int) -> tuple[int, int]:
-            params = {"states": chosen, "before": before, "after": after, "batch": size}
             with self._tx():
-                params["now"] = self._now()
-                return self._d.purge_window(params, archive)
+                return self._d.purge_window(PurgeWindow(chosen, before, after, size, self._now()), archive)
 
         def next_job(after: int) -> tuple[int, float] | None:
             return self._read(lambda: self._d.created_after(after))
@@ -1014,14 +1108,14 @@ class Queue:
     def _jobs(
         self, state: object, kind: object, limit: object, queue: object, *, newest: bool
     ) -> list[JobRecord]:
-        params = {
-            "states": validate.states(state),  # type: ignore[arg-type]
-            "kind": None if kind is None else validate.kind(kind),
-            "queue": None if queue is None else validate.queue_name(queue),
-            "limit": None if limit is None else validate.read_limit(limit),
-            "newest": newest,
-        }
-        return self._read(lambda: self._d.jobs(params))
+        chosen = JobFilter(
+            states=validate.states(state),  # type: ignore[arg-type]
+            kind=None if kind is None else validate.kind(kind),
+            queue=None if queue is None else validate.queue_name(queue),
+            limit=None if limit is None else validate.read_limit(limit),
+            newest=newest,
+        )
+        return self._read(lambda: self._d.jobs(chosen))
 
     def latest_jobs(
         self,
@@ -1139,8 +1233,11 @@ def batch_size(attempts: Sequence[int]) -> int:
     return run
 
 
-def scope_of(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
-    """Which claim statement serves `queues`, and its parameters: every queue, one named
+_EVERY_QUEUE, _DEFAULT_ONLY, _NO_QUEUE = Scope("all"), Scope("default"), Scope("none")
+
+
+def scope_of(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> Scope:
+    """Which claim statement serves `queues`, with its parameters: every queue, one named
     queue or several (through jobs_queue_ready), the default queue alone or among others
     (through jobs_ready), every queue but the `paused` ones; see sql.SCOPES. Several names
     travel as a list. When every queue asked for is paused the scope is "none": nothing
@@ -1148,17 +1245,17 @@ def scope_of(queues: Sequence[str] | None, paused: Sequence[str] = ()) -> tuple[
     names = validate.queue_names(queues)
     if paused:
         if names is None:
-            return "all_but", {"paused": list(paused)}
+            return Scope("all_but", paused=list(paused))
         names = [name for name in names if name not in paused]
         if not names:
-            return "none", {}
+            return _NO_QUEUE
     if names is None:
-        return "all", {}
+        return _EVERY_QUEUE
     if names == [DEFAULT_QUEUE]:
-        return "default", {}
+        return _DEFAULT_ONLY
     if len(names) == 1:
-        return "one", {"queue": names[0]}
-    return ("some_default" if DEFAULT_QUEUE in names else "some"), {"queues": names}
+        return Scope("one", queue=names[0])
+    return Scope("some_default" if DEFAULT_QUEUE in names else "some", queues=names)
 
 
 def purge_settings(

@@ -21,7 +21,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Literal
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -29,7 +29,21 @@ from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
 from ... import validate
-from ...core import Clock, Effect, Job, JobRecord, batch_size, translated
+from ...core import (
+    Claim,
+    Clock,
+    Effect,
+    Failure,
+    Job,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    NewJobs,
+    PurgeWindow,
+    Scope,
+    batch_size,
+    translated,
+)
 from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
 from ...redaction import redact
 from . import sql
@@ -184,12 +198,12 @@ class PgDriver:
     # signal arrives when they are committed; an idle worker waits for it and still looks
     # after its timeout, so a lost notification delays a job, never loses it.
 
-    def insert(self, row: dict[str, Any]) -> int | None:
-        found = self.db.execute(sql.ENQUEUE, row).fetchone()
+    def insert(self, row: NewJob) -> int | None:
+        found = self.db.execute(sql.ENQUEUE, row.params()).fetchone()
         return None if found is None else found[0]
 
-    def insert_many(self, rows: dict[str, Any]) -> None:
-        self.db.execute(sql.ENQUEUE_MANY, rows)
+    def insert_many(self, rows: NewJobs) -> None:
+        self.db.execute(sql.ENQUEUE_MANY, rows.params())
 
     def hint_in_transaction(self) -> None:
         if self.wake_enabled:
@@ -233,19 +247,20 @@ class PgDriver:
 
     # -- claiming and reporting ----------------------------------------------------
 
-    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool:
+    def ready(self, scope: Scope, now: float | None) -> bool:
         # prepare=False: its generic plan would scan the table, fine while many rows are
         # ready and slow when few are among many finished ones (see _session()).
-        params = {**where, "now": now}
-        return bool(self.db.execute(sql.READY_PROBE_IN[scope], params, prepare=False).fetchone()[0])
+        params = {**scope.params(), "now": now}
+        return bool(self.db.execute(sql.READY_PROBE_IN[scope.name], params, prepare=False).fetchone()[0])
 
-    def next_due(self, scope: str, where: dict[str, Any]) -> float | None:
-        return self.db.execute(sql.NEXT_DUE_IN[scope], where).fetchone()[0]
+    def next_due(self, scope: Scope) -> float | None:
+        return self.db.execute(sql.NEXT_DUE_IN[scope.name], scope.params()).fetchone()[0]
 
-    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
+    def claim(self, claim: Claim, *, batch: bool) -> list[tuple]:
         """claim(): one statement with FOR UPDATE SKIP LOCKED. A batch (group commit): lock
         and look at the next ready jobs, retire exhausted leases if there are any, and lease
         the batch the rule picks (core.batch_size) by id (sql.BATCH_LOOK_IN)."""
+        params, scope = claim.params(), claim.scope.name
         if not batch:
             return self.db.execute(sql.CLAIM_IN[scope], params).fetchall()
         looked = self.db.execute(sql.BATCH_LOOK_IN[scope], params).fetchall()
@@ -290,8 +305,8 @@ class PgDriver:
                 "ending it may have been committed with the completion"
             )
 
-    def fail(self, params: dict[str, Any]) -> str | None:
-        row = self.db.execute(sql.FAIL, params).fetchone()
+    def fail(self, failure: Failure) -> Literal["queued", "dead"] | None:
+        row = self.db.execute(sql.FAIL, failure.params()).fetchone()
         return None if row is None else row[0]
 
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
@@ -342,7 +357,8 @@ class PgDriver:
     def created_after(self, after: int) -> tuple[int, float] | None:
         return self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
 
-    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]:
+    def purge_window(self, window: PurgeWindow, archive: bool) -> tuple[int, int]:
+        params = window.params()
         if archive:
             removed, archived = self.db.execute(sql.PURGE_MOVE, params).fetchone()
             return removed, archived
@@ -394,10 +410,10 @@ class PgDriver:
         row = self.db.execute(sql.JOB, {"id": job_id}).fetchone()
         return None if row is None else JobRecord(*row)
 
-    def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
-        statement = sql.LATEST_JOBS if params["newest"] else sql.JOBS
+    def jobs(self, chosen: JobFilter) -> list[JobRecord]:
+        statement = sql.LATEST_JOBS if chosen.newest else sql.JOBS
         # prepare=False: planned for its own filters every time (see _session()).
-        return [JobRecord(*row) for row in self.db.execute(statement, params, prepare=False)]
+        return [JobRecord(*row) for row in self.db.execute(statement, chosen.params(), prepare=False)]
 
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute(sql.COUNTS).fetchall())

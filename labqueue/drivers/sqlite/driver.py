@@ -16,10 +16,25 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ... import sql, validate, wakeup
-from ...core import Clock, Effect, Job, JobRecord, Unreadable, batch_size, translated
+from ...core import (
+    Claim,
+    Clock,
+    Effect,
+    Failure,
+    Job,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    NewJobs,
+    PurgeWindow,
+    Scope,
+    Unreadable,
+    batch_size,
+    translated,
+)
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
 from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
@@ -218,28 +233,28 @@ class SqliteDriver:
 
     # -- producing and waking ----------------------------------------------------
 
-    def insert(self, row: dict[str, Any]) -> int | None:
-        now = row["now"]
+    def insert(self, row: NewJob) -> int | None:
+        now = row.now
         found = self._hot.execute(
             sql.ENQUEUE,
             (
-                row["kind"],
-                row["payload"],
-                row["max_attempts"],
-                now + row["delay"],
-                row["dedupe_key"],
+                row.kind,
+                row.payload,
+                row.max_attempts,
+                now + row.delay,  # type: ignore[operator]  # SQLite's clock is never None
+                row.dedupe_key,
                 now,
-                row["priority"],
-                row["queue"],
+                row.priority,
+                row.queue,
             ),
         ).fetchone()
         return None if found is None else found[0]
 
-    def insert_many(self, rows: dict[str, Any]) -> None:
-        now, kind, attempts = rows["now"], rows["kind"], rows["max_attempts"]
-        priority, queue = rows["priority"], rows["queue"]
+    def insert_many(self, rows: NewJobs) -> None:
+        now, kind, attempts = rows.now, rows.kind, rows.max_attempts
+        priority, queue = rows.priority, rows.queue
         self.db.executemany(
-            sql.ENQUEUE_MANY, [(kind, body, attempts, now, now, priority, queue) for body in rows["payloads"]]
+            sql.ENQUEUE_MANY, [(kind, body, attempts, now, now, priority, queue) for body in rows.payloads]
         )
 
     def hint_in_transaction(self) -> None:
@@ -270,21 +285,20 @@ class SqliteDriver:
 
     # -- claiming and reporting ----------------------------------------------------
 
-    def ready(self, scope: str, where: dict[str, Any], now: float | None) -> bool:
-        return bool(
-            self._hot.execute(sql.READY_PROBE_IN[scope], _sqlite_params({"now": now, **where})).fetchall()
-        )
+    def ready(self, scope: Scope, now: float | None) -> bool:
+        params = _sqlite_params({"now": now, **scope.params()})
+        return bool(self._hot.execute(sql.READY_PROBE_IN[scope.name], params).fetchall())
 
-    def next_due(self, scope: str, where: dict[str, Any]) -> float | None:
-        return self._hot.execute(sql.NEXT_DUE_IN[scope], _sqlite_params(where)).fetchone()[0]
+    def next_due(self, scope: Scope) -> float | None:
+        return self._hot.execute(sql.NEXT_DUE_IN[scope.name], _sqlite_params(scope.params())).fetchone()[0]
 
-    def claim(self, params: dict[str, Any], scope: str, *, batch: bool) -> list[tuple]:
+    def claim(self, claim: Claim, *, batch: bool) -> list[tuple]:
         """Retire exhausted leases and lease up to `limit` rows: claim() retires, then runs
         the tutorial's UPDATE ... RETURNING; a batch (group commit) reads the next ready
         rows, retires only if they say a lease on a last attempt ran out (or none is
         ready), and leases the leading run never handed out, or one job handed out before
         (READY_ROWS, then CLAIM_IDS or CLAIM_ID_RUN: see labqueue/sql.py)."""
-        params = _sqlite_params(params)
+        params, scope = _sqlite_params(claim.params()), claim.scope.name
         if not batch:
             self._retire(params)
             return self._claimed(sql.CLAIM_IN[scope], params)
@@ -378,8 +392,8 @@ class SqliteDriver:
         if guard.refused or not self.db.in_transaction:
             raise EffectEndedTransaction(_effect_message(job))
 
-    def fail(self, params: dict[str, Any]) -> str | None:
-        row = self._hot.execute(sql.FAIL, params).fetchone()
+    def fail(self, failure: Failure) -> Literal["queued", "dead"] | None:
+        row = self._hot.execute(sql.FAIL, failure.params()).fetchone()
         return None if row is None else row[0]
 
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
@@ -432,11 +446,11 @@ class SqliteDriver:
     def created_after(self, after: int) -> tuple[int, float] | None:
         return self._hot.execute(sql.CREATED_FROM, (after,)).fetchone()
 
-    def purge_window(self, params: dict[str, Any], archive: bool) -> tuple[int, int]:
+    def purge_window(self, window: PurgeWindow, archive: bool) -> tuple[int, int]:
         """Archive, then delete, one window's rows. The two statements cannot split: this
         transaction holds SQLite's one write lock from BEGIN IMMEDIATE on, so no other
         connection commits between them and both see the same rows."""
-        params = {**params, "states": json.dumps(params["states"])}
+        params = {**window.params(), "states": json.dumps(window.states)}
         copied = self._hot.execute(sql.PURGE_ARCHIVE, params).rowcount if archive else 0
         return self._hot.execute(sql.PURGE, params).rowcount, copied
 
@@ -514,11 +528,11 @@ class SqliteDriver:
             row = self.db.execute(sql.JOB, (job_id,)).fetchone()
         return None if row is None else _record(row)
 
-    def jobs(self, params: dict[str, Any]) -> list[JobRecord]:
-        statement = sql.LATEST_JOBS if params["newest"] else sql.JOBS
-        states, limit = params["states"], params["limit"]
+    def jobs(self, chosen: JobFilter) -> list[JobRecord]:
+        statement = sql.LATEST_JOBS if chosen.newest else sql.JOBS
+        states, limit = chosen.states, chosen.limit
         params = {
-            **params,
+            **chosen.params(),
             "states": None if states is None else json.dumps(states),
             "limit": -1 if limit is None else limit,
         }
@@ -575,13 +589,13 @@ def _naming(ids: list[int], listed: Callable[[int], str], ranged: str) -> list[t
 
 
 def _sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Lists of queue names travel to SQLite as JSON arrays (read with json_each)."""
-    if "queues" not in params and "paused" not in params:  # the common case: nothing to convert
-        return params
-    lists = {
-        name: json.dumps(params[name]) for name in ("queues", "paused") if isinstance(params.get(name), list)
-    }
-    return {**params, **lists} if lists else params
+    """Lists of queue names travel to SQLite as JSON arrays (read with json_each): `params`
+    (a fresh dict, from a record's params()) with them converted in place."""
+    for name in ("queues", "paused"):
+        names = params[name]
+        if names is not None:  # the common case is neither: nothing to convert
+            params[name] = json.dumps(names)
+    return params
 
 
 def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable | None:
