@@ -731,7 +731,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (UsageError, InvalidArgument) as exc:  # a bad argument, found by us or by the queue
-        args.parser.error(redact(exc, args.db))  # exits with code 2
+        parser: argparse.ArgumentParser = args.parser
+        parser.error(redact(exc, args.db))  # exits with code 2
     except LabqueueError as exc:
         print(f"{PROG} {args.command}: error: {redact(exc, args.db)}", file=sys.stderr)
         return 1

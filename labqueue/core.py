@@ -128,7 +128,8 @@ class Finished:
     exception: BaseException | None = field(default=None, compare=False, repr=False)  # for the log
 
 
-_scan_json = json.JSONDecoder().scan_once
+# JSONDecoder.__init__ sets scan_once (the C scanner); typeshed does not declare it
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def decode_payload(text: str) -> Any:
@@ -399,14 +400,15 @@ class _Transaction:
         except Exception as exc:  # BEGIN failed (a lock held past the timeout, a lost connection)
             self._queue._raise_translated(exc)
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        # Never swallows: the block's exception goes on, rolled back (psycopg's transaction
+        # would swallow a psycopg.Rollback, which nothing of the queue's raises at this level)
         try:
             handled = self._inner.__exit__(kind, exc, tb)
         except Exception as failure:  # COMMIT or ROLLBACK failed, or a new error replaced exc
             self._queue._raise_translated(failure)
         if isinstance(exc, Exception) and not handled:
             self._queue._raise_translated(exc)
-        return bool(handled)
 
 
 class Queue:

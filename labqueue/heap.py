@@ -48,6 +48,6 @@ def keep_top(pad: int = TOP_PAD) -> bool:
 
 def _is_glibc() -> bool:
     try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")  # None: not known
     except (AttributeError, ValueError, OSError):  # no confstr (Windows), or not glibc
         return False

@@ -23,7 +23,8 @@ DB_FROM_ENVIRONMENT = "-"
 
 
 class HasPid(Protocol):
-    pid: int | None
+    @property
+    def pid(self) -> int | None: ...  # read only: Popen's int and Process's int | None both fit
 
 
 def kill_tree(proc: HasPid | int, *, timeout: float = 10.0) -> list[int]:

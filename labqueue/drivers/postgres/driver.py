@@ -21,7 +21,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -91,7 +91,8 @@ class PgDriver:
         if clock is not None and not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning seconds, or None, got {clock!r}")
         try:
-            self._conninfo = {**CONNECTION_DEFAULTS, **conninfo_to_dict(url)}
+            # Any: each value goes to psycopg.connect() as a keyword, whose typed ones it is not
+            self._conninfo: dict[str, Any] = {**CONNECTION_DEFAULTS, **conninfo_to_dict(url)}
         except psycopg.Error as exc:
             # libpq's message may quote the URL, or a piece of its password: both masked
             detail = redact(" ".join(str(exc).split()), url)
@@ -190,7 +191,7 @@ class PgDriver:
     def server_time(self) -> float:
         if self.clock is not None:
             return self.clock()
-        return self.db.execute(sql.SERVER_NOW).fetchone()[0]
+        return _one(self.db.execute(sql.SERVER_NOW))[0]
 
     # -- producing and waking ----------------------------------------------------
     # A hint, never the only way work is found: producers NOTIFY the queue's channel (its
@@ -251,10 +252,10 @@ class PgDriver:
         # prepare=False: its generic plan would scan the table, fine while many rows are
         # ready and slow when few are among many finished ones (see _session()).
         params = {**scope.params(), "now": now}
-        return bool(self.db.execute(sql.READY_PROBE_IN[scope.name], params, prepare=False).fetchone()[0])
+        return bool(_one(self.db.execute(sql.READY_PROBE_IN[scope.name], params, prepare=False))[0])
 
     def next_due(self, scope: Scope) -> float | None:
-        return self.db.execute(sql.NEXT_DUE_IN[scope.name], scope.params()).fetchone()[0]
+        return _one(self.db.execute(sql.NEXT_DUE_IN[scope.name], scope.params()))[0]
 
     def claim(self, claim: Claim, *, batch: bool) -> list[tuple]:
         """claim(): one statement with FOR UPDATE SKIP LOCKED. A batch (group commit): lock
@@ -352,7 +353,8 @@ class PgDriver:
         return [row[0] for row in rows]
 
     def purge_bounds(self) -> tuple[int | None, int | None]:
-        return self.db.execute(sql.ID_RANGE).fetchone()
+        first, last = _one(self.db.execute(sql.ID_RANGE))
+        return first, last
 
     def created_after(self, after: int) -> tuple[int, float] | None:
         return self.db.execute(sql.CREATED_FROM, {"after": after}).fetchone()
@@ -360,13 +362,13 @@ class PgDriver:
     def purge_window(self, window: PurgeWindow, archive: bool) -> tuple[int, int]:
         params = window.params()
         if archive:
-            removed, archived = self.db.execute(sql.PURGE_MOVE, params).fetchone()
+            removed, archived = _one(self.db.execute(sql.PURGE_MOVE, params))
             return removed, archived
         return self.db.execute(sql.PURGE, params).rowcount, 0
 
     def space(self) -> dict[str, int]:
         """The jobs table's size on disk in bytes, its indexes included."""
-        return {"table_bytes": self.db.execute(sql.TABLE_BYTES).fetchone()[0]}
+        return {"table_bytes": _one(self.db.execute(sql.TABLE_BYTES))[0]}
 
     def reclaim_space(self, pages: int | None) -> int:
         """VACUUM the jobs table: dead rows' space becomes reusable (autovacuum does this on
@@ -381,9 +383,9 @@ class PgDriver:
         self.db.execute(sql.VACUUM)
 
     def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]:
-        live = dict(self.db.execute(sql.STATS_LIVE).fetchall())
-        ready, age = self.db.execute(sql.STATS_READY, {"now": now}).fetchone()
-        (dead,) = self.db.execute(sql.STATS_DEAD).fetchone()
+        live: dict[str, int] = dict(self.db.execute(sql.STATS_LIVE).fetchall())
+        ready, age = _one(self.db.execute(sql.STATS_READY, {"now": now}))
+        (dead,) = _one(self.db.execute(sql.STATS_DEAD))
         return live.get("queued", 0), live.get("running", 0), ready, age, dead
 
     def queue_stats(self, now: float | None) -> list[tuple]:
@@ -420,3 +422,10 @@ class PgDriver:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _one(cursor: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a statement that always answers one (an aggregate, a clock, EXISTS)."""
+    row = cursor.fetchone()
+    assert row is not None, "the statement answered no row"
+    return row

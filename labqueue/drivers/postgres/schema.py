@@ -42,7 +42,9 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
         elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
             db.execute(sql.MIGRATE_V2)
         table = f"{name.as_string(db)}.queue_pauses"
-        if not db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()[0]:
+        exists = db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()
+        assert exists is not None  # to_regclass() answers one row
+        if not exists[0]:
             db.execute(sql.PAUSES)  # schema version 3
 
 

@@ -206,8 +206,12 @@ class SqliteDriver:
     def savepoint(self) -> Iterator[Callable[[], None]]:
         """A savepoint for one job's completion and effect; the caller gets `undo`."""
         self._hot.execute("SAVEPOINT job")
+
+        def undo() -> None:
+            self._hot.execute("ROLLBACK TO job")
+
         try:
-            yield lambda: self._hot.execute("ROLLBACK TO job") and None
+            yield undo
         finally:
             if self.db.in_transaction:
                 self._hot.execute("RELEASE job")
@@ -571,16 +575,15 @@ class _Transaction:
         self._driver._start()
         return self._driver.db
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         self._driver._end(failed=kind is not None)
-        return False
 
 
 def _naming(ids: list[int], listed: Callable[[int], str], ranged: str) -> list[tuple[str, Sequence[int]]]:
     """`ids` in chunks of at most sql.IDS_PER_STATEMENT, each with the statement that names
     it: `ranged` and (first, last) for a run of consecutive ids (sql.id_run), otherwise
     `listed(count)` and the ids themselves."""
-    named = []
+    named: list[tuple[str, Sequence[int]]] = []
     for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
         chunk = ids[start : start + sql.IDS_PER_STATEMENT]
         run = sql.id_run(chunk)
