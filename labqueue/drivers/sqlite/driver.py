@@ -494,13 +494,13 @@ class SqliteDriver:
         live = {row[0]: row[1] for row in self._hot.execute(sql.STATS_LIVE)}
         ready, oldest = self._hot.execute(sql.STATS_READY, (now,)).fetchone()
         (dead,) = self._hot.execute(sql.STATS_DEAD).fetchone()
-        age = None if oldest is None else now - oldest  # type: ignore[operator]
+        age = None if oldest is None else now - oldest
         return live.get("queued", 0), live.get("running", 0), ready, age, dead
 
     def queue_stats(self, now: float | None) -> list[tuple]:
         with self._lenient_text():  # a queue name another program stored as invalid UTF-8
             return [
-                (name, queued, running, ready, None if oldest is None else now - oldest)  # type: ignore[operator]
+                (name, queued, running, ready, None if oldest is None else now - oldest)
                 for name, queued, running, ready, oldest in self._hot.execute(sql.STATS_BY_QUEUE, (now, now))
             ]
 
