@@ -208,7 +208,7 @@ class NewJobs(_Params):
     now: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen, and params() spelt out: one is built per claim, on the hot path
 class Claim(_Params):
     """One claim for Driver.claim: lease up to `limit` ready jobs in `scope` to `worker`
     under a fresh `token` until `lease_end` (None on a server's clock: its now +
@@ -224,9 +224,19 @@ class Claim(_Params):
     reason: str
 
     def params(self) -> dict[str, Any]:
-        found = {**self.__dict__, **self.scope.params()}
-        del found["scope"]
-        return found
+        scope = self.scope
+        return {
+            "now": self.now,
+            "lease_seconds": self.lease_seconds,
+            "lease_end": self.lease_end,
+            "token": self.token,
+            "worker": self.worker,
+            "limit": self.limit,
+            "reason": self.reason,
+            "queue": scope.queue,
+            "queues": scope.queues,
+            "paused": scope.paused,
+        }
 
 
 @dataclass(frozen=True)
