@@ -1,6 +1,6 @@
 """Run-wide settings for pytest, notebooks included.
 
-The suite runs on two processes (pytest-xdist, `--dist loadfile`: every file, and so
+The suite runs on several processes (pytest-xdist, `--dist loadfile`: every file, and so
 every notebook, on one process in order). The notebooks and the labs put their scratch
 databases in labqueue.lab.scratch.work_folder(), by name; each test process gets a
 folder of its own there, so two notebooks that both use "jobs.db" never share it.

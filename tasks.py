@@ -300,13 +300,14 @@ def test(args: list[str]) -> None:
 
 
 def parallel(args: list[str]) -> list[str]:
-    """Two test processes (pytest-xdist), each taking whole files: a notebook's cells run in
-    order in one kernel, and the browser test's JupyterLab serves all its notebooks. The
-    run takes about half the time on two CPUs. `-n 0` (or any -n/--numprocesses, or -p
-    no:xdist) among the arguments chooses otherwise."""
+    """Test processes (pytest-xdist), one more than the CPUs, each taking whole files: a
+    notebook's cells run in order in one kernel, and a browser test file's JupyterLab serves
+    all its notebooks. Much of the suite waits (on worker processes, leases, JupyterLab,
+    Chromium), so a third process on two CPUs fills the gaps. `-n 0` (or any -n/--numprocesses,
+    --dist, or -p no:xdist) among the arguments chooses otherwise."""
     if any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) or "xdist" in a for a in args):
         return []
-    return ["-n", "2", "--dist", "loadfile"]
+    return ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile"]
 
 
 def execute(args: list[str]) -> None:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LabWindow, build_lab_env, scratch_folder
+from browser_lab import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LabServer,
+    LabWindow,
+    NotebookPage,
+    build_lab_env,
+    scratch_folder,
+)
+from panels import find_notebook
 
 HERE = Path(__file__).resolve().parent
 
@@ -84,3 +93,48 @@ def lab_window(browser, lab_server: LabServer) -> Iterator[LabWindow]:
         yield window
     finally:
         window.close()
+
+
+@pytest.fixture(scope="session")
+def ran_pages(lab_window: LabWindow) -> Iterator[dict[str, NotebookPage]]:
+    """Pages already run by test_notebook_runs_clean, kept for the tests that drive widgets."""
+    pages: dict[str, NotebookPage] = {}
+    yield pages
+    for page in pages.values():
+        page.close()
+
+
+@pytest.fixture
+def open_notebook(lab_window: LabWindow) -> Callable[[Path], NotebookPage]:
+    def opener(notebook: Path, window: LabWindow = lab_window) -> NotebookPage:
+        page = NotebookPage(window, notebook)
+        try:
+            page.open()
+        except BaseException:
+            page.close()
+            raise
+        return page
+
+    return opener
+
+
+@pytest.fixture
+def ran_notebook(open_notebook, ran_pages) -> Iterator[Callable[[str], NotebookPage]]:
+    """The notebook numbered `number`, opened and run clean (reusing an earlier run's page);
+    closed, with its kernel, when the test is over."""
+    used: list[str] = []
+
+    def get(number: str) -> NotebookPage:
+        used.append(number)
+        if number not in ran_pages:
+            page = open_notebook(find_notebook(number))
+            ran_pages[number] = page
+            state = page.run_all()
+            assert page.problems(state) == []
+        return ran_pages[number]
+
+    yield get
+    for number in used:
+        page = ran_pages.pop(number, None)
+        if page is not None:
+            page.close()
