@@ -9,6 +9,7 @@ __version__ = "0.2.0"  # the one place the version is written (pyproject.toml re
 
 from .backends import open_queue
 from .clock import FakeClock
+from .drivers.sqlite.sql import SCHEMA
 from .errors import (
     CannotCancel,
     CannotOpen,
@@ -34,7 +35,6 @@ from .handlers import handler
 from .keepalive import KeepAlive
 from .procs import kill_tree, start_worker
 from .queue import Job, JobQueue, JobRecord
-from .sql import SCHEMA
 from .versions import sqlite_report
 
 __all__ = [

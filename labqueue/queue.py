@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import sql
 from .core import (
     LAST_ATTEMPT_EXPIRED,
     MAX_CLAIM_LIMIT,
@@ -34,6 +33,7 @@ from .core import (
     walk_purge,
 )
 from .core import to_json as _to_json
+from .drivers.sqlite import sql
 from .drivers.sqlite.driver import BUSY_SLICE, SYNCHRONOUS_LEVELS, SqliteDriver
 from .drivers.sqlite.schema import SQLITE_HEADER, run_migration
 
@@ -72,7 +72,7 @@ class JobQueue(Queue):
 
     The rules (labqueue.core.Queue) are the same on every backend; what is SQLite's
     (the busy wait, the effect guard; the file checks and migrations) is the driver's,
-    labqueue.drivers.sqlite (driver.py, schema.py).
+    labqueue.drivers.sqlite (driver.py, schema.py; its SQL in sql.py).
 
     Opening a file: a new path becomes a queue. An SQLite file without a `jobs` table
     (another application's database, say) is changed: labqueue switches it to WAL

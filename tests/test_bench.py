@@ -10,12 +10,13 @@ import sqlite3
 import matplotlib.pyplot as plt
 import pytest
 
-from labqueue import InvalidArgument, sql
+from labqueue import InvalidArgument
 from labqueue.bench import contenders
 from labqueue.bench import report as bench_report
 from labqueue.bench import run as bench
 from labqueue.bench.contenders import CONTENDERS
 from labqueue.bench.profile import profile
+from labqueue.drivers.sqlite import sql
 from labqueue.procs import collect_reports
 
 

@@ -17,7 +17,7 @@ import pytest
 from labqueue import InvalidArgument, kill_tree
 from labqueue.chaos.check import TUTORIAL_MIX, JobRow, check_run, figures
 from labqueue.chaos.supervisor import ChaosConfig, main, parse_mix, run, scaled_mix
-from labqueue.sql import LAST_ATTEMPT_EXPIRED
+from labqueue.drivers.sqlite.sql import LAST_ATTEMPT_EXPIRED
 
 # -- the checks, on rows made by hand ---------------------------------------------------------
 

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labqueue import FakeClock, JobQueue, QueueBusy, sql
+from labqueue import FakeClock, JobQueue, QueueBusy
 from labqueue.core import Finished
+from labqueue.drivers.sqlite import sql
 from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE
 from labqueue.worker import StopFlag, handle_then_claim, run
 

@@ -26,8 +26,8 @@ from labqueue import (
     JobQueue,
     KeepAlive,
     core,
-    sql,
 )
+from labqueue.drivers.sqlite import sql
 from labqueue.errors import ForeignDatabase, QueueNotFound, SchemaTooNew
 
 # The schema text of labqueue before schema versions existed (user_version 0), as it was.

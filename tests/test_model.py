@@ -29,10 +29,10 @@ from hypothesis.stateful import (
 )
 
 from labqueue import FakeClock, Job, JobQueue
+from labqueue.drivers.sqlite.sql import LAST_ATTEMPT_EXPIRED
 from labqueue.errors import CannotCancel, JobNotFound
 from labqueue.lab.demo_handlers import LEDGER_TABLE, ledger_effect
 from labqueue.queue import MAX_ERROR_CHARS, period_key, period_start
-from labqueue.sql import LAST_ATTEMPT_EXPIRED
 
 LEASE = 30.0
 BACKOFF_CAP = 60.0

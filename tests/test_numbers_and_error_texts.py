@@ -7,8 +7,8 @@ import pytest
 
 from labqueue import InvalidArgument, JobQueue
 from labqueue import worker as worker_loop
+from labqueue.drivers.sqlite.sql import LAST_ATTEMPT_EXPIRED
 from labqueue.queue import MAX_CLAIM_LIMIT, MAX_ERROR_CHARS
-from labqueue.sql import LAST_ATTEMPT_EXPIRED
 
 BIGGEST = 2**63 - 1  # the largest integer SQLite stores
 LEASE = 30.0

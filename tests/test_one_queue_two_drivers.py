@@ -415,7 +415,7 @@ def test_the_pause_command_stops_a_worker_process_taking_that_queue(tmp_path, ca
 def test_a_batch_claim_retires_a_lease_that_ran_out_on_its_last_attempt(make_queue, clock, how):
     """The worker's claim (claim_batch, and settle's claim of the next batch) retires every
     lease that ran out on a last attempt, whether or not other jobs are ready."""
-    from labqueue.sql import LAST_ATTEMPT_EXPIRED
+    from labqueue.drivers.sqlite.sql import LAST_ATTEMPT_EXPIRED
 
     q = make_queue(max_attempts=1)
     stuck = q.enqueue("t", {"n": 0})

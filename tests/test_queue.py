@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-from labqueue import SCHEMA, InvalidArgument, Job, JobQueue, sql
-from labqueue.sql import INDEXES, TABLE
+from labqueue import SCHEMA, InvalidArgument, Job, JobQueue
+from labqueue.drivers.sqlite import sql
+from labqueue.drivers.sqlite.sql import INDEXES, TABLE
 
 T0 = 1000.0
 LEASE = 30.0

@@ -27,7 +27,8 @@ from dataclasses import dataclass, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import heap, sql, worker
+from .. import heap, worker
+from ..drivers.sqlite import sql
 from ..queue import Job, JobQueue
 
 LEASE_SECONDS = 60.0
@@ -271,7 +272,7 @@ def _open_tutorial_code(folder: Path) -> TutorialCode:
 
 # -- bare SQLite on labqueue's table: what the file itself allows ----------------------
 
-# The floors pick the next job in the claim's own order (labqueue.sql.CLAIM_ORDER), which is
+# The floors pick the next job in the claim's own order (labqueue.drivers.sqlite.sql.CLAIM_ORDER), which is
 # the ready index's: in any other order SQLite sorts every ready row on each claim, and the
 # floor measures the sort (tests/test_bench.py reads their plans).
 FLOOR_TAKE = f"""

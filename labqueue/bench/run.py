@@ -32,10 +32,10 @@ from typing import Any
 
 from ..clock import FakeClock
 from ..demo.scratch import work_folder
+from ..drivers.sqlite.sql import SCHEMA
 from ..errors import InvalidArgument, QueueBusy
 from ..procs import run_together
 from ..queue import JobQueue
-from ..sql import SCHEMA
 from .contenders import CONTENDERS, SAME, TutorialStatements, child
 from .profile import profile
 from .report import DATA_FILE, report, targets

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..sql import LAST_ATTEMPT_EXPIRED
+from ..drivers.sqlite.sql import LAST_ATTEMPT_EXPIRED
 
 TUTORIAL_MIX: dict[str, int] = {"credit": 260, "slow": 6, "poison": 10, "bad": 24}
 EXPECTED_STATE = {"credit": "done", "slow": "done", "poison": "dead", "bad": "dead"}

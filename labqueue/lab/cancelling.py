@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import sql
 from ..clock import FakeClock
+from ..drivers.sqlite import sql
 from ..errors import CannotCancel, InvalidArgument, JobNotFound
 from ..keepalive import KeepAlive
 from ..queue import Finished, Job, JobQueue
@@ -33,7 +33,7 @@ from .walks import Folder
 # -- schema version 2: an old file gains the state --------------------------------------
 
 # The states CHECK as schema versions 1 to 3 wrote it (an IN list) and as version 4 does
-# (comparisons joined by OR; labqueue/sql.py says why).
+# (comparisons joined by OR; labqueue/drivers/sqlite/sql.py says why).
 STATES_IN_LIST = re.compile(r"CHECK\s*\(\s*state\s+IN\s*\(([^)]*)\)\s*\)", re.I)
 STATES_COMPARED = re.compile(r"CHECK\s*\(\s*(state\s*=\s*'\w+'(?:\s+OR\s+state\s*=\s*'\w+')*)\s*\)", re.I)
 LEDGER_COUNT = "SELECT job_id, COUNT(*) FROM ledger GROUP BY job_id"

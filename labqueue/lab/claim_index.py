@@ -7,7 +7,7 @@ none, a plain index on (visible_at, id), and the index text the notebook passes
 of the claim and of the retire statement under each.
 
 `every_statement_plan` and `all_queue_plans` read the production package's statements
-(labqueue.sql): its tests use them to check that no claim path scans the table.
+(labqueue.drivers.sqlite.sql): its tests use them to check that no claim path scans the table.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import sql
 from ..clock import FakeClock
+from ..drivers.sqlite import sql
 from ..errors import InvalidArgument
 from ..tutorial import jobqueue as tutorial
 from .assets import data_file, figure_png, new_figure
@@ -333,7 +333,7 @@ def claim_index_panel(
 
 
 def queue_statements() -> dict[str, str]:
-    """Every statement in labqueue.sql that the production queue runs (not the schema
+    """Every statement in labqueue.drivers.sqlite.sql that the production queue runs (not the schema
     itself), the claim's scopes included: CLAIM_IN["one"] is named CLAIM_IN[one]."""
     verbs = ("SELECT", "INSERT", "UPDATE", "DELETE")
     found: dict[str, str] = {}
@@ -348,7 +348,7 @@ def queue_statements() -> dict[str, str]:
 
 
 def every_statement_plan(db: sqlite3.Connection) -> dict[str, str]:
-    """The plan of every statement in labqueue.sql, by constant name."""
+    """The plan of every statement in labqueue.drivers.sqlite.sql, by constant name."""
     return {name: plan(db, text) or "(no plan: a plain INSERT)" for name, text in queue_statements().items()}
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import sql as sqlite_sql
+from ..drivers.sqlite import sql as sqlite_sql
 from ..procs import run_together
 from ..queue import JobQueue
 from .assets import data_file, figure_png, new_figure
@@ -150,7 +150,8 @@ def wal_files(folder: str | Path | None = None) -> Any:
 
 
 def claim_statements() -> Any:
-    """labqueue.sql.CLAIM and labqueue.drivers.postgres.sql.CLAIM side by side, as the code holds them."""
+    """The SQLite and PostgreSQL drivers' CLAIM (labqueue.drivers.sqlite.sql, labqueue.drivers.postgres.sql)
+    side by side, as the code holds them."""
     from IPython.display import HTML
 
     from ..drivers.postgres import sql as pg_sql
@@ -162,7 +163,7 @@ def claim_statements() -> Any:
         )
 
     sqlite_side = sqlite_sql.RETIRE_EXHAUSTED.strip() + ";\n\n" + sqlite_sql.CLAIM.strip()
-    cells = column("SQLite: labqueue/sql.py (RETIRE_EXHAUSTED; CLAIM)", sqlite_side)
+    cells = column("SQLite: labqueue/drivers/sqlite/sql.py (RETIRE_EXHAUSTED; CLAIM)", sqlite_side)
     cells += column("PostgreSQL: labqueue/drivers/postgres/sql.py (CLAIM)", pg_sql.CLAIM)
     return HTML(f"<table><tr>{cells}</tr></table>")
 

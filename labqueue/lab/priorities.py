@@ -1,6 +1,6 @@
 """Notebook 15: priorities, named queues, and fairness between queues.
 
-- The claim's order (labqueue.sql.CLAIM_ORDER) on a handful of jobs, on a fake clock.
+- The claim's order (labqueue.drivers.sqlite.sql.CLAIM_ORDER) on a handful of jobs, on a fake clock.
 - The claim's search plans in its three scopes, and its cost with many finished rows of
   mixed priorities and queues (seeded as notebook 08 seeds, timed on the real claim).
 - Overload on a fake clock: arrivals of several queues and priorities from a seeded
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import sql
 from ..clock import FakeClock
+from ..drivers.sqlite import sql
 from ..errors import InvalidArgument
 from ..fairness import QueueTurns, parse_queues
 from ..queue import JobQueue
@@ -74,7 +74,7 @@ def order_walk(folder: Folder = None) -> list[int]:
 
 
 def ready_indexes() -> str:
-    """The two partial indexes a claim reads, as labqueue.sql.INDEXES creates them."""
+    """The two partial indexes a claim reads, as labqueue.drivers.sqlite.sql.INDEXES creates them."""
     parts = [part.strip() for part in sql.INDEXES.split(";")]
     return ";\n".join(p for p in parts if "ready ON" in p) + ";"
 

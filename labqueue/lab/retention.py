@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import sql
 from ..clock import FakeClock
+from ..drivers.sqlite import sql
 from ..errors import InvalidArgument
 from ..queue import Job, JobQueue, Purged
 from .assets import figure_png, new_figure

@@ -1,7 +1,7 @@
 """A job's life as one picture: its states and every move between them.
 
 The states are the queue's own (``labqueue.queue.STATES``, the ``CHECK`` in
-``labqueue.sql.TABLE``) and each edge names the SQL statements that make that move, so
+``labqueue.drivers.sqlite.sql.TABLE``) and each edge names the SQL statements that make that move, so
 a test can run the statements and check that the picture and the code agree.
 
     from labqueue.lab import states
@@ -25,7 +25,7 @@ START = "new"
 @dataclass(frozen=True)
 class Edge:
     """One move of a job: from a state to a state, the name the course uses for it, how the
-    picture labels it, and the constants of ``labqueue.sql`` that perform it."""
+    picture labels it, and the constants of ``labqueue.drivers.sqlite.sql`` that perform it."""
 
     key: str
     source: str
@@ -126,7 +126,7 @@ def edges_frame(*, part2: bool = True):
 
     def made_by(e: Edge) -> dict[str, str]:
         if part2:
-            return {"SQL (labqueue.sql)": ", ".join(e.statements)}
+            return {"SQL (labqueue.drivers.sqlite.sql)": ", ".join(e.statements)}
         return {"in your queue": TUTORIAL_MOVES[e.key]}
 
     return pd.DataFrame(

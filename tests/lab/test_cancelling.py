@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from labqueue import InvalidArgument, sql
+from labqueue import InvalidArgument
+from labqueue.drivers.sqlite import sql
 from labqueue.lab import cancelling
 
 

@@ -26,7 +26,7 @@ def test_checker_says_not_yet_and_never_raises(where):
 
 
 def test_the_package_statement_passes():
-    from labqueue import sql
+    from labqueue.drivers.sqlite import sql
 
     assert module.check_purge_where(sql.PURGE_WHERE)
 

@@ -40,8 +40,8 @@ def test_the_wal_files_are_the_database_its_log_and_its_shared_memory_index(tmp_
 
 
 def test_both_claim_statements_are_the_ones_the_code_runs():
-    from labqueue import sql
     from labqueue.drivers.postgres import sql as pg_sql
+    from labqueue.drivers.sqlite import sql
 
     shown = lab.claim_statements().data
     assert "SKIP LOCKED" in shown and "RETURNING" in shown

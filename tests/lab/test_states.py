@@ -9,7 +9,8 @@ import sqlite3
 
 import pytest
 
-from labqueue import InvalidArgument, queue, sql
+from labqueue import InvalidArgument, queue
+from labqueue.drivers.sqlite import sql
 from labqueue.lab import assets, states
 
 NOW = 1000.0
@@ -176,7 +177,7 @@ def test_part1_diagram_leaves_out_what_part2_adds():
 def test_edges_frame_lists_every_move_once():
     table = states.edges_frame()
     assert list(table.index) == list(states.EDGE_KEYS)
-    assert table.loc["requeue", "SQL (labqueue.sql)"] == "REQUEUE_DEAD, REQUEUE_DEAD_IDS"
+    assert table.loc["requeue", "SQL (labqueue.drivers.sqlite.sql)"] == "REQUEUE_DEAD, REQUEUE_DEAD_IDS"
 
 
 def test_importing_states_and_drawing_leave_pyplot_alone():

@@ -1,4 +1,4 @@
-"""Every SQL statement the PostgreSQL backend runs: labqueue/sql.py's statements in
+"""Every SQL statement the PostgreSQL backend runs: drivers/sqlite/sql.py's statements in
 PostgreSQL's dialect, with the same columns, states, CHECK and partial indexes.
 
 Statements name the table `jobs` unqualified: each queue's connection sets its
@@ -15,7 +15,7 @@ exactly as on SQLite.
 
 NOW = "COALESCE(%(now)s::double precision, extract(epoch FROM statement_timestamp())::double precision)"
 
-# A running job whose attempts are used up (labqueue/sql.py's EXHAUSTED): jobs_exhausted's
+# A running job whose attempts are used up (drivers/sqlite/sql.py's EXHAUSTED): jobs_exhausted's
 # WHERE term, repeated word for word by every statement that looks for such jobs.
 EXHAUSTED = "state = 'running' AND attempts >= max_attempts"
 
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 
-# Highest priority first, then the oldest ready job: labqueue/sql.py's CLAIM_ORDER.
+# Highest priority first, then the oldest ready job: drivers/sqlite/sql.py's CLAIM_ORDER.
 CLAIM_ORDER = "priority DESC, visible_at, id"
 
 INDEXES = f"""
@@ -191,7 +191,7 @@ SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
 from ...core import LAST_ATTEMPT_EXPIRED  # noqa: E402, F401 (the rule's text, shared with SQLite)
 from ...validate import STATES  # noqa: E402
 
-# Which queues a claim takes from (labqueue/sql.py's SCOPES): every queue, one named
+# Which queues a claim takes from (drivers/sqlite/sql.py's SCOPES): every queue, one named
 # queue (through jobs_queue_ready, which leaves out the default queue), the default queue,
 # or several (an array parameter).
 SCOPES = {
@@ -293,7 +293,7 @@ SELECT EXISTS (SELECT 1 FROM jobs
 READY_PROBE_IN = {name: _READY_PROBE.format(scope=scope) for name, scope in SCOPES.items()}
 READY_PROBE = READY_PROBE_IN["all"]
 
-# When the next live job is due (labqueue/sql.py's NEXT_DUE_IN).
+# When the next live job is due (drivers/sqlite/sql.py's NEXT_DUE_IN).
 NEXT_DUE_IN = {
     name: f"SELECT MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running'){scope}"
     for name, scope in SCOPES.items()
@@ -409,7 +409,7 @@ SELECT {COLUMN_LIST} FROM jobs
 COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
 
 
-# -- cancelling (labqueue/sql.py's CANCEL): the row is locked while its state is read.
+# -- cancelling (drivers/sqlite/sql.py's CANCEL): the row is locked while its state is read.
 JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s"
 JOB_STATE_LOCKED = JOB_STATE + " FOR UPDATE"
 CANCEL = f"""
@@ -418,7 +418,7 @@ UPDATE jobs
  WHERE id = %(id)s AND state IN ('queued', 'running')
 """
 
-# -- retention (labqueue/sql.py's PURGE): id windows, one short transaction each.
+# -- retention (drivers/sqlite/sql.py's PURGE): id windows, one short transaction each.
 PURGE_WHERE = """
  WHERE id > %(after)s AND id <= %(after)s + %(batch)s
    AND state = ANY(%(states)s::text[])
@@ -451,7 +451,7 @@ TABLE_BYTES = "SELECT pg_total_relation_size('jobs')"
 VACUUM = "VACUUM jobs"
 
 
-# -- pausing named queues (labqueue/sql.py's PAUSE, RESUME, PAUSED) ----------------------
+# -- pausing named queues (drivers/sqlite/sql.py's PAUSE, RESUME, PAUSED) ----------------
 PAUSES_EXIST = "SELECT to_regclass(%(table)s) IS NOT NULL"
 PAUSE = f"""
 INSERT INTO queue_pauses (queue, paused_at, reason) VALUES (%(queue)s, {NOW}, %(reason)s)
@@ -462,7 +462,7 @@ RESUME = "DELETE FROM queue_pauses WHERE queue = %(queue)s RETURNING queue"
 PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
 
 
-# -- operating a fleet (issue 23; labqueue/sql.py's statements of the same names) --------
+# -- operating a fleet (issue 23; drivers/sqlite/sql.py's statements of the same names) --
 PUT_BACK = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = {NOW} + %(delay)s,

@@ -1,4 +1,4 @@
-"""The SQLite driver: one file, its connection, its SQL (labqueue/sql.py), its clock and
+"""The SQLite driver: one file, its connection, its SQL (sql.py), its clock and
 its wake-up channel (labqueue/wakeup.py). The rules it serves live in labqueue/core.py;
 the file's checks and its schema's migrations in schema.py, beside this module.
 
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ... import sql, validate, wakeup
+from ... import validate, wakeup
 from ...core import (
     Claim,
     Clock,
@@ -37,6 +37,7 @@ from ...core import (
 )
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
+from . import sql
 from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -301,7 +302,7 @@ class SqliteDriver:
         the tutorial's UPDATE ... RETURNING; a batch (group commit) reads the next ready
         rows, retires only if they say a lease on a last attempt ran out (or none is
         ready), and leases the leading run never handed out, or one job handed out before
-        (READY_ROWS, then CLAIM_IDS or CLAIM_ID_RUN: see labqueue/sql.py)."""
+        (READY_ROWS, then CLAIM_IDS or CLAIM_ID_RUN: see sql.py)."""
         params, scope = _sqlite_params(claim.params()), claim.scope.name
         if not batch:
             self._retire(params)

@@ -1,6 +1,6 @@
 """The SQLite file's schema: what a file must be before the queue touches it, what its
 jobs table must look like at each schema version, and the migrations that bring a file to
-sql.SCHEMA_VERSION (kept in `PRAGMA user_version`). The SQL text is labqueue/sql.py's (its
+sql.SCHEMA_VERSION (kept in `PRAGMA user_version`). The SQL text is sql.py's (its
 `MIGRATIONS`); the connection and its transactions are the driver's (driver.py).
 
 Everything that can refuse a file only reads, so a refused file is left as it was.
@@ -14,7 +14,6 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import sql
 from ...errors import (
     CannotOpen,
     ForeignDatabase,
@@ -23,6 +22,7 @@ from ...errors import (
     QueueNotFound,
     SchemaTooNew,
 )
+from . import sql
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 SQLITE_NOTADB = 26  # SQLite's result code for "file is not a database"

@@ -1,7 +1,7 @@
 """Notebook 15's exercises.
 
 1. ``check_claim_order``: write the claim's ORDER BY. The checker puts it into the claim
-   statement in place of labqueue.sql.CLAIM_ORDER and claims, one job at a time, from a
+   statement in place of labqueue.drivers.sqlite.sql.CLAIM_ORDER and claims, one job at a time, from a
    small queue on a fake clock (priorities, a delayed job, a retried job, ties), comparing
    the order with the package's; then it reads the plan: the order must come from the
    index jobs_ready, not from sorting every ready row.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ... import sql
 from ...clock import FakeClock
+from ...drivers.sqlite import sql
 from ...errors import InvalidArgument
 from ...queue import JobQueue, new_token
 from ..claim_index import plan

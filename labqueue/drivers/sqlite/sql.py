@@ -9,8 +9,8 @@ constants below once, at import, and COMPLETE_MANY once per number of ids).
 import functools
 import re
 
-from .core import LAST_ATTEMPT_EXPIRED, MAX_ERROR_CHARS
-from .validate import STATES
+from ...core import LAST_ATTEMPT_EXPIRED, MAX_ERROR_CHARS
+from ...validate import STATES
 
 __all__ = ["LAST_ATTEMPT_EXPIRED", "MAX_ERROR_CHARS"]  # the rules' constants, used in the SQL below
 
