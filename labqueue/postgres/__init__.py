@@ -6,9 +6,6 @@
 notebooks (``watchdog.py`` stops it when its owner dies).
 """
 
-# Notebook 17 reads the SQL here (from labqueue.postgres import sql); it lives with the
-# driver, labqueue.drivers.postgres.sql, where labqueue's own modules import it from.
-from ..drivers.postgres import sql
 from .queue import DEFAULT_SCHEMA, PgJobQueue, drop_schema
 
-__all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema", "sql"]
+__all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema"]
