@@ -53,8 +53,16 @@ def time_install(cpus: int) -> float:
         started = time.monotonic()
         for cmd in (
             [interpreter, "-m", "venv", str(env)],
-            [str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir",
-             "-r", "binder/requirements.txt"],
+            [
+                str(env / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-cache-dir",
+                "-r",
+                "binder/requirements.txt",
+            ],
         ):
             subprocess.run(cmd, cwd=ROOT, check=True, preexec_fn=lambda: os.sched_setaffinity(0, chosen))
         seconds = time.monotonic() - started
@@ -147,8 +155,10 @@ def main() -> None:
     peak = max((r["peak_so_far_mib"] for r in rows), default=0)
     figures |= {"notebooks": rows, "peak_mib": peak, "loadavg_at_end": os.getloadavg()}
     total = sum(r["run_all_s"] for r in rows)
-    print(f"\nall {len(rows)} notebooks: {total:.0f} s of Run All; peak {peak} MiB of Binder's"
-          f" {BINDER_MEMORY // MIB} MiB with every notebook left open; load average {os.getloadavg()}")
+    print(
+        f"\nall {len(rows)} notebooks: {total:.0f} s of Run All; peak {peak} MiB of Binder's"
+        f" {BINDER_MEMORY // MIB} MiB with every notebook left open; load average {os.getloadavg()}"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     sys.exit(1 if any(r["problems"] for r in rows) or peak * MIB >= BINDER_MEMORY else 0)
