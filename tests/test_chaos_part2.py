@@ -4,10 +4,13 @@ on SQLite and on PostgreSQL; and the checks those parts add, on hand-made rows."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from labqueue import JobQueue
 from labqueue.chaos.check import JobRow, check_run
-from labqueue.chaos.supervisor import SCHEDULED_KIND, ChaosConfig, main, run
+from labqueue.chaos.supervisor import SCHEDULED_KIND, ChaosConfig, Supervisor, main, prepare, run
 
 PART2 = ChaosConfig(
     jobs=80, workers=4, kill_every=0.4, pause_every=1.2, pause_seconds=1.5, seed=5
@@ -93,3 +96,24 @@ def test_two_scheduled_jobs_for_one_period_fail_the_run():
     assert all(c.ok for c in good), [c.line() for c in good]  # the last one may still be queued
     twice = check_run(jobs, [], {}, lease=1.0, drained=True, scheduled=("noop", ["every:noop:1"] * 3))
     assert not claims(twice)["one noop job per period of the schedule"]
+
+
+def test_a_run_with_a_schedule_is_not_over_before_its_first_scheduled_job(tmp_path):
+    # Every job cancelled before any worker was up to tick the schedule: under load, the
+    # run used to end there, and its schedule check had no period to check.
+    config = ChaosConfig(jobs=4, workers=1, mix={"credit": 4}, schedule_every=0.3)
+    path = tmp_path / "c.db"
+    prepare(path, config)
+    supervisor = Supervisor(path, config, time.time())
+    try:
+        with JobQueue(path) as q:
+            for job in q.jobs():
+                q.cancel(job.id)
+            assert supervisor.live_jobs() == 0 and not supervisor.drained()
+            q.enqueue(SCHEDULED_KIND, {}, dedupe_key=f"{SCHEDULED_KIND}@0")
+            assert not supervisor.drained()  # made, not yet done
+            (job,) = q.claim("w")
+            q.complete(job)
+        assert supervisor.drained()
+    finally:
+        supervisor.close()

@@ -390,6 +390,14 @@ class Supervisor:
     def live_jobs(self) -> int:
         return self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
 
+    def drained(self) -> bool:
+        """Nothing queued or running and, when the workers tick a schedule, its first job made.
+        Without the second half, a run whose jobs all end (cancelled, say) before any worker is
+        up to tick would end with no period to check."""
+        if self.live_jobs():
+            return False
+        return not self.config.schedule_every or bool(self.db.rows(SCHEDULE_KEYS, (SCHEDULED_KIND,) * 2))
+
     def finished_jobs(self) -> int:
         return (
             self.db.scalar("SELECT COUNT(*) FROM jobs WHERE state IN ('done', 'dead', 'cancelled')")
@@ -582,7 +590,7 @@ def run(
     drained = False
     try:
         while supervisor.now() < config.timeout and not (stop is not None and stop.is_set()):
-            if supervisor.live_jobs() == 0:
+            if supervisor.drained():
                 drained = True
                 break
             supervisor.tick()
