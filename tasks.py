@@ -307,7 +307,8 @@ def parallel(args: list[str]) -> list[str]:
     --dist, or -p no:xdist) among the arguments chooses otherwise."""
     if any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) or "xdist" in a for a in args):
         return []
-    return ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile"]
+    # conftest.py puts the longest files first; xdist would order them by their number of tests
+    return ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def execute(args: list[str]) -> None:
