@@ -361,6 +361,7 @@ def run(
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
+    It builds a WorkerLoop, whose run() is the loop as its steps.
 
     max_attempts, backoff_base, backoff_cap and synchronous go to the JobQueue the worker
     opens (None: JobQueue's default). Group commit: the worker claims up to `batch`
@@ -390,146 +391,284 @@ def run(
     "timed out after N s", and the process exits with renewal.EXIT_TIMED_OUT. `publish(id)`
     is told the job whose handler starts, and `publish(None)` when it ends: a pool's
     supervisor reads it after a crash (labqueue.attribution.running_publisher)."""
-    stop = stop or StopFlag()
-    table = registry.HANDLERS if handlers is None else handlers
-    batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
-    commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
-    poll = validate.seconds("poll", poll)  # an idle worker sleeps this long: the clock must allow it
-    names = validate.queue_names(queues)
-    turns = QueueTurns(names, weights) if fair and names is not None and len(names) > 1 else None
-    if weights and turns is None:
-        raise InvalidArgument(
-            f"weights {dict(weights)!r} need fair=True and more than one queue to take turns between"
-        )
-    scheduler = Scheduler(schedules)
-    if purge_after is not None:
-        purge_after = validate.positive("purge_after", purge_after, allow_zero=True)
-    purge_every = validate.positive("purge_every", purge_every)
-    next_purge = time.monotonic()
-    handled = 0
-    settings = {
-        "max_attempts": max_attempts,
-        "backoff_base": backoff_base,
-        "backoff_cap": backoff_cap,
-        "synchronous": synchronous,
-    }
-    options: dict[str, Any] = {k: v for k, v in settings.items() if v is not None}
-    renewer = Renewer(
-        renewal_queue(path, lease_seconds, options),
-        lease_seconds=lease_seconds,
-        worker=worker_id,
+    loop = WorkerLoop(
+        path,
+        worker_id,
+        lease_seconds,
+        idle_exit,
+        poll=poll,
+        stop=stop,
+        max_jobs=max_jobs,
+        handlers=handlers,
+        sleep=sleep,
+        max_attempts=max_attempts,
+        backoff_base=backoff_base,
+        backoff_cap=backoff_cap,
+        synchronous=synchronous,
+        batch=batch,
+        commit_interval=commit_interval,
+        queues=queues,
+        weights=weights,
+        fair=fair,
+        schedules=schedules,
+        wake=wake,
+        purge_after=purge_after,
+        purge_every=purge_every,
+        reconnect_limit=reconnect_limit,
         job_timeout=job_timeout,
-        limits=registry.TIMEOUTS,
+        publish=publish,
     )
+    return loop.run()
 
-    def room(ran: int) -> int:
-        return batch if max_jobs is None else min(batch, max_jobs - handled - ran)
 
-    def scopes() -> list[list[str] | None]:
-        """The queues to claim from, in the order to try them: one turn of the rotation."""
-        return [[name] for name in turns.order()] if turns is not None else [names]
+class WorkerLoop:
+    """One worker's loop, as its steps (rq's Worker.work is the model): tick the schedules,
+    purge when due; with no batch in hand, stop if asked, else claim one, or wait while
+    idle until the idle exit; work the batch, whose report claims the next. Each step is
+    a short method, and what the steps share is an attribute. worker.run() builds one with
+    its arguments, checked here, so a bad one is refused before anything is opened."""
 
-    def claim_for(ran: int) -> tuple[str, int, list[str] | None] | None:
-        size = room(ran)
-        return (worker_id, size, scopes()[0]) if size > 0 else None
+    # Set by start(), once the queue is open.
+    q: Any
+    call: Callable[..., Any]  # every database call goes through it (the Reconnector's call)
+    listening: bool  # idle, wait for a producer's hint (else poll)
+    pause: Callable[[float], None]
 
-    def idle_wait(listening: bool, give_up_at: float | None) -> float:
-        """How long an idle worker waits before it looks again."""
-        wait = SAFETY_POLL if listening else poll
-        now = call(_queue_now, q)
-        if listening:
-            due = call(q.next_due, names)
-            if due is not None:
-                wait = min(wait, max(due - now, poll))
-        wait = min(wait, scheduler.next_tick(now))
-        if give_up_at is not None:
-            wait = min(wait, max(give_up_at - time.monotonic(), 0.0))
+    def __init__(
+        self,
+        path: str,
+        worker_id: str,
+        lease_seconds: float,
+        idle_exit: float | None = DEFAULT_IDLE_EXIT,
+        *,
+        poll: float = DEFAULT_POLL,
+        stop: StopFlag | None = None,
+        max_jobs: int | None = None,
+        handlers: Mapping[str, registry.Handler] | None = None,
+        sleep: Callable[[float], None] | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | None = None,
+        backoff_cap: float | None = None,
+        synchronous: str | None = None,
+        batch: int = DEFAULT_BATCH,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        queues: list[str] | None = None,
+        weights: Mapping[str, int] | None = None,
+        fair: bool = True,
+        schedules: Sequence[Every] = (),
+        wake: bool = True,
+        purge_after: float | None = None,
+        purge_every: float = DEFAULT_PURGE_EVERY,
+        reconnect_limit: int | None = None,
+        job_timeout: float | None = None,
+        publish: Callable[[int | None], None] | None = None,
+    ) -> None:
+        self.path, self.worker_id, self.lease_seconds = path, worker_id, lease_seconds
+        self.idle_exit = idle_exit
+        self.stop = stop or StopFlag()
+        self.max_jobs, self.sleep, self.wake, self.publish = max_jobs, sleep, wake, publish
+        self.reconnect_limit = reconnect_limit
+        self.handlers = registry.HANDLERS if handlers is None else handlers
+        self.batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
+        self.commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
+        self.poll = validate.seconds("poll", poll)  # an idle worker sleeps this long: the clock must allow it
+        self.names = validate.queue_names(queues)
+        names = self.names
+        self.turns = QueueTurns(names, weights) if fair and names is not None and len(names) > 1 else None
+        if weights and self.turns is None:
+            raise InvalidArgument(
+                f"weights {dict(weights)!r} need fair=True and more than one queue to take turns between"
+            )
+        self.scheduler = Scheduler(schedules)
         if purge_after is not None:
-            wait = min(wait, max(next_purge - time.monotonic(), 0.0))
+            purge_after = validate.positive("purge_after", purge_after, allow_zero=True)
+        self.purge_after = purge_after
+        self.purge_every = validate.positive("purge_every", purge_every)
+        self.next_purge = time.monotonic()
+        settings = {
+            "max_attempts": max_attempts,
+            "backoff_base": backoff_base,
+            "backoff_cap": backoff_cap,
+            "synchronous": synchronous,
+        }
+        self.options: dict[str, Any] = {k: v for k, v in settings.items() if v is not None}
+        self.renewer = Renewer(
+            renewal_queue(path, lease_seconds, self.options),
+            lease_seconds=lease_seconds,
+            worker=worker_id,
+            job_timeout=job_timeout,
+            limits=registry.TIMEOUTS,
+        )
+        self.handled = 0  # jobs run to an outcome
+        self.jobs: list[Job] = []  # the batch in hand: claimed, not run yet
+        self.give_up_at: float | None = None  # set by the first empty look, cleared by any job
+        self.why = ""  # why the loop ended, for the last log line
+
+    def run(self) -> int:
+        """Work until should_stop() or idle_exit_due(); returns the number of jobs handled."""
+        try:
+            with open_queue(self.path, lease_seconds=self.lease_seconds, **self.options) as q:
+                self.start(q)
+                while True:
+                    self.tick_schedules()
+                    self.purge_if_due()
+                    if not self.jobs:  # the last batch's report claimed none
+                        if self.should_stop():
+                            break
+                        if not self.claim_batch():
+                            if self.idle_exit_due():
+                                break
+                            self.wait_when_idle()
+                            continue
+                    self.run_batch()
+        except ForcedShutdown:
+            log.warning(
+                "worker %s: hard stop after %d job(s); "
+                "a job it held goes to another worker when its lease ends",
+                self.worker_id,
+                self.handled,
+            )
+            raise
+        finally:
+            self.renewer.stop()
+        log.info("worker %s stopped (%s) after %d job(s)", self.worker_id, self.why, self.handled)
+        return self.handled
+
+    def start(self, q: Any) -> None:
+        """Say the worker is up, then get ready on the open queue (a file, or a postgresql://
+        URL): calls that reconnect, the renewal thread, the wake-up hint, a stop that ends
+        an idle wait at once."""
+        self.q = q
+        log.info(
+            "worker %s started on %s: lease %g s, %s",
+            self.worker_id,
+            redact(self.path),
+            self.lease_seconds,
+            "runs until stopped" if self.idle_exit is None else f"leaves after {self.idle_exit:g} s idle",
+        )
+        stop = self.stop
+        self.call = Reconnector(
+            q, name=self.worker_id, limit=self.reconnect_limit, log=log, stopping=lambda: stop.requested
+        ).call
+        self.renewer.start()  # by real time: it renews nothing until a handler runs a sixth of a lease
+        # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
+        self.listening = self.wake and self.sleep is None and self.call(q.listen)
+        self.pause = time.sleep if self.sleep is None else self.sleep
+        stop.on_request = q.interrupt_wait
+
+    def tick_schedules(self) -> None:
+        """Enqueue each schedule's job once its period has come: every worker ticks, and
+        the queue makes one job per period however many do (JobQueue.every)."""
+        if not self.scheduler.schedules:
+            return
+        q = self.q
+        for job_id in self.call(lambda: self.scheduler.tick(q, _queue_now(q))):
+            log.info("worker %s: scheduled job %d enqueued for this period", self.worker_id, job_id)
+
+    def purge_if_due(self) -> None:
+        """With purge_after, remove old done jobs every purge_every seconds: each worker of
+        a pool does, and a purge that finds nothing costs one read."""
+        if self.purge_after is None or time.monotonic() < self.next_purge:
+            return
+        purged = self.call(self.q.purge, self.purge_after)
+        self.next_purge = time.monotonic() + self.purge_every
+        if purged.removed:
+            log.info(
+                "worker %s: purged %d done job(s) older than %g s in %d transaction(s)",
+                self.worker_id,
+                purged.removed,
+                self.purge_after,
+                purged.batches,
+            )
+
+    def should_stop(self) -> bool:
+        """Between batches only, so a stop never strands a claimed job: after a warm stop,
+        or once max_jobs are handled."""
+        if self.stop.requested:
+            self.why = "warm stop"
+            return True
+        if self.max_jobs is not None and self.handled >= self.max_jobs:
+            self.why = f"max_jobs {self.max_jobs} reached"
+            return True
+        return False
+
+    def claim_batch(self) -> bool:
+        """Claim up to a batch from the first queue in turn that has jobs ready (the next
+        batch is usually claimed by the last one's report instead). Any job claimed ends
+        the idle time."""
+        for scope in self.scopes():
+            self.jobs = self.call(self.q.claim_batch, self.worker_id, self.room(0), queues=scope)
+            if self.jobs:
+                self.give_up_at = None
+                return True
+        return False
+
+    def idle_exit_due(self) -> bool:
+        """Whether the worker has had nothing to do for idle_exit seconds (never, with
+        idle_exit None): the time counts from the first empty look."""
+        now = time.monotonic()
+        if self.give_up_at is None and self.idle_exit is not None:
+            self.give_up_at = now + self.idle_exit
+        if self.give_up_at is not None and now >= self.give_up_at:
+            self.why = f"idle for {self.idle_exit:g} s"
+            return True
+        return False
+
+    def wait_when_idle(self) -> None:
+        """Wait for a producer's hint (or a stop), else sleep a poll, before looking again."""
+        wait = self.idle_wait()
+        if self.listening:
+            self.call(self.q.wait_for_jobs, wait)
+        else:
+            self.pause(wait)
+
+    def idle_wait(self) -> float:
+        """How long an idle worker waits: a poll, or SAFETY_POLL when hints wake it, but
+        never past the next job due by the clock, the next schedule's period, the idle
+        exit or the next purge."""
+        wait = SAFETY_POLL if self.listening else self.poll
+        now = self.call(_queue_now, self.q)
+        if self.listening:
+            due = self.call(self.q.next_due, self.names)
+            if due is not None:
+                wait = min(wait, max(due - now, self.poll))
+        wait = min(wait, self.scheduler.next_tick(now))
+        if self.give_up_at is not None:
+            wait = min(wait, max(self.give_up_at - time.monotonic(), 0.0))
+        if self.purge_after is not None:
+            wait = min(wait, max(self.next_purge - time.monotonic(), 0.0))
         return wait
 
-    try:
-        with open_queue(path, lease_seconds=lease_seconds, **options) as q:  # a file, or a postgresql:// URL
-            log.info(
-                "worker %s started on %s: lease %g s, %s",
-                worker_id,
-                redact(path),
-                lease_seconds,
-                "runs until stopped" if idle_exit is None else f"leaves after {idle_exit:g} s idle",
-            )
-            call = Reconnector(
-                q, name=worker_id, limit=reconnect_limit, log=log, stopping=lambda: stop.requested
-            ).call
-            renewer.start()  # by real time: it renews nothing until a handler runs a sixth of a lease
-            # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
-            listening = wake and sleep is None and call(q.listen)
-            pause = time.sleep if sleep is None else sleep
-            stop.on_request = q.interrupt_wait
-            give_up_at: float | None = None  # set by the first empty look, cleared by any job
-            jobs: list[Job] = []
-            while True:
-                for job_id in call(lambda: scheduler.tick(q, _queue_now(q))) if scheduler.schedules else ():
-                    log.info("worker %s: scheduled job %d enqueued for this period", worker_id, job_id)
-                if purge_after is not None and time.monotonic() >= next_purge:
-                    purged = call(q.purge, purge_after)
-                    next_purge = time.monotonic() + purge_every
-                    if purged.removed:
-                        log.info(
-                            "worker %s: purged %d done job(s) older than %g s in %d transaction(s)",
-                            worker_id,
-                            purged.removed,
-                            purge_after,
-                            purged.batches,
-                        )
-                if not jobs:
-                    if stop.requested:
-                        why = "warm stop"
-                        break
-                    if max_jobs is not None and handled >= max_jobs:
-                        why = f"max_jobs {max_jobs} reached"
-                        break
-                    for scope in scopes():
-                        jobs = call(q.claim_batch, worker_id, room(0), queues=scope)
-                        if jobs:
-                            break
-                    if not jobs:
-                        now = time.monotonic()
-                        if give_up_at is None and idle_exit is not None:
-                            give_up_at = now + idle_exit
-                        if give_up_at is not None and now >= give_up_at:
-                            why = f"idle for {idle_exit:g} s"
-                            break
-                        wait = idle_wait(listening, give_up_at)
-                        if listening:
-                            call(q.wait_for_jobs, wait)
-                        else:
-                            pause(wait)
-                        continue
-                    give_up_at = None
-                ran, jobs = work_batch(
-                    q,
-                    jobs,
-                    table,
-                    claim_for=claim_for,
-                    stop=stop,
-                    commit_interval=commit_interval,
-                    worker=worker_id,
-                    call=call,
-                    held=renewer.held,
-                    publish=publish,
-                )
-                handled += ran
-    except ForcedShutdown:
-        log.warning(
-            "worker %s: hard stop after %d job(s); a job it held goes to another worker when its lease ends",
-            worker_id,
-            handled,
+    def run_batch(self) -> None:
+        """Run the batch in hand and report it in one transaction that claims the next
+        (the module's work_batch: group commit)."""
+        ran, self.jobs = work_batch(
+            self.q,
+            self.jobs,
+            self.handlers,
+            claim_for=self.next_claim,
+            stop=self.stop,
+            commit_interval=self.commit_interval,
+            worker=self.worker_id,
+            call=self.call,
+            held=self.renewer.held,
+            publish=self.publish,
         )
-        raise
-    finally:
-        renewer.stop()
-    log.info("worker %s stopped (%s) after %d job(s)", worker_id, why, handled)
-    return handled
+        self.handled += ran
+
+    def room(self, ran: int) -> int:
+        """A batch's size: never past max_jobs, counting the `ran` of the batch being reported."""
+        return self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - self.handled - ran)
+
+    def scopes(self) -> list[list[str] | None]:
+        """The queues to claim from, in the order to try them: one turn of the rotation."""
+        return [[name] for name in self.turns.order()] if self.turns is not None else [self.names]
+
+    def next_claim(self, ran: int) -> tuple[str, int, list[str] | None] | None:
+        """What a batch's report claims next (work_batch's claim_for): for this worker, up
+        to room for it, from the queue whose turn it is; None once max_jobs is reached."""
+        size = self.room(ran)
+        return (self.worker_id, size, self.scopes()[0]) if size > 0 else None
 
 
 # -- the command line ------------------------------------------------------------------
