@@ -300,15 +300,16 @@ def test(args: list[str]) -> None:
 
 
 def parallel(args: list[str]) -> list[str]:
-    """Test processes (pytest-xdist), one more than the CPUs, each taking whole files: a
-    notebook's cells run in order in one kernel, and a browser test file's JupyterLab serves
-    all its notebooks. Much of the suite waits (on worker processes, leases, JupyterLab,
-    Chromium), so a third process on two CPUs fills the gaps. `-n 0` (or any -n/--numprocesses,
-    --dist, or -p no:xdist) among the arguments chooses otherwise."""
+    """One test process per CPU (pytest-xdist), each taking whole files: a notebook's cells
+    run in order in one kernel, and a browser test file's JupyterLab serves all its notebooks.
+    A process more than the CPUs was tried: no faster here, and the tests that race real
+    worker processes against the clock (a claim within a second, one scheduled job per period)
+    began to fail. `-n 0` (or any -n/--numprocesses, --dist, or -p no:xdist) among the
+    arguments chooses otherwise."""
     if any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) or "xdist" in a for a in args):
         return []
     # conftest.py puts the longest files first; xdist would order them by their number of tests
-    return ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile", "--no-loadscope-reorder"]
+    return ["-n", str(os.cpu_count() or 1), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def execute(args: list[str]) -> None:
