@@ -437,6 +437,20 @@ def _stopped(pid: int, timeout: float = 2.0) -> None:
         time.sleep(0.002)
 
 
+def _in_the_call(pid: int) -> bool:
+    """Whether process `pid` is asleep, which a worker holding an email job is only inside the
+    0.5 s mail call. A worker caught between its claim's commit and the call (a loaded machine
+    can leave it there for a while) would, frozen there, make its whole call after the thaw, and
+    the new holder could finish first. Where /proc cannot tell (not Linux), yes."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    except (OSError, IndexError):
+        return True
+    # wchan names the kernel function it sleeps in; some kernels hide it ("0")
+    return state == "S" and ("sleep" in wchan or wchan in ("", "0"))
+
+
 def zombie_run(
     jobs: int = 4,
     lease: float = RUN_LEASE,
@@ -507,7 +521,7 @@ def zombie_run(
                     said = logs[name].read_text(encoding="utf-8", errors="replace").strip()
                     tail = "\n".join(said.splitlines()[-8:])
                     raise RuntimeError(f"worker {name} left before it claimed a job:\n{tail}")
-                if name not in holders:
+                if name not in holders or not _in_the_call(procs[name].pid):
                     continue
                 row = holders[name]
                 os.kill(procs[name].pid, signal.SIGSTOP)
