@@ -50,8 +50,11 @@ def walk_both(lease: float = 30.0, folder: Folder = None) -> list[dict[str, Any]
     rows = []
     for name, cls in zip(QUEUES, (TutorialQueue, Labqueue), strict=True):
         clock = FakeClock(1000.0)
-        q = cls(db_path(f"bridge_walk_{'tutorial' if cls is TutorialQueue else 'labqueue'}", folder),
-                lease_seconds=lease, clock=clock)
+        q = cls(
+            db_path(f"bridge_walk_{'tutorial' if cls is TutorialQueue else 'labqueue'}", folder),
+            lease_seconds=lease,
+            clock=clock,
+        )
         q.enqueue("email", {"to": "ada@example.com"})
         (a,) = q.claim("worker-a")
         clock.now = 1010.0
@@ -108,8 +111,13 @@ def _drain(queue: str, n_jobs: int, rnd: int, folder: Folder, code: Folder, time
 
 
 def drain_both(
-    n_jobs: int = 2000, rounds: int = 2, *, folder: Folder = None, code: Folder = None,
-    timeout: float = 120.0, progress: bool = True,
+    n_jobs: int = 2000,
+    rounds: int = 2,
+    *,
+    folder: Folder = None,
+    code: Folder = None,
+    timeout: float = 120.0,
+    progress: bool = True,
 ) -> list[Drain]:
     """Drain `n_jobs` no-op jobs through one worker of each queue, `rounds` times, the order
     alternating each round so neither always runs on a warmer machine. `code` is the
