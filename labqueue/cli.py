@@ -37,24 +37,16 @@ from typing import Any, NoReturn
 from . import __version__, environment, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
-from .durations import duration
+from .durations import duration, positive_duration
 from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
 from .health import judge
+from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue
 from .redaction import ArgumentParser, guard_logging, redact
+from .settings import PoolSettings, WorkerSettings, whole_number
 from .signals import StopEvent, stop_on
-from .validate import DEFAULT_QUEUE, FINISHED_STATES, MAX_WORKERS
-from .worker import (
-    add_settings,
-    configure_logging,
-    loop_settings,
-    positive_seconds,
-    queue_settings,
-    seconds,
-    settings_options,
-    whole_number,
-)
+from .validate import DEFAULT_QUEUE, FINISHED_STATES
 
 PROG = "labqueue"
 DEFAULT_LEASE = 30.0
@@ -89,32 +81,29 @@ def worker(args: argparse.Namespace) -> int:
     knows is given back with its attempt returned, hidden for 10 s, for a worker that
     knows it: it is never dead-lettered for that. Without --idle-exit, workers run until
     stopped."""
-    worker_id = args.id if args.id is not None else f"{socket.gethostname()}:{os.getpid()}"
+    pool_settings = PoolSettings.from_args(args)
+    worker_id = pool_settings.id if pool_settings.id is not None else f"{socket.gethostname()}:{os.getpid()}"
     if not worker_id or worker_id.startswith("-"):
         raise UsageError(f"argument --id: a worker id must not be empty or start with '-', got {worker_id!r}")
-    loop = loop_settings(args)
-    if args.strict and loop["weights"]:
-        raise UsageError(
-            "--strict orders jobs by priority across --queues; weights (NAME:WEIGHT) only set turns"
-        )
-    configure_logging(args.log_level, args.log_format, log_success=args.log_success)
-    guard_logging(args.db)  # the supervisor's log never shows the location's password
-    args.handlers = args.handlers or environment.handlers_from_env()
     try:
-        registry.load_for_worker(args.handlers)
+        settings = WorkerSettings.from_args(args)
+    except InvalidArgument as exc:  # a bad LABQUEUE_HANDLERS, or weights with --strict
+        raise UsageError(str(exc)) from None
+    configure_logging(settings.log_level, settings.log_format, log_success=settings.log_success)
+    guard_logging(args.db)  # the supervisor's log never shows the location's password
+    try:
+        registry.load_for_worker(list(settings.handlers))
     except ImportError as exc:  # HandlersNotLoaded: the module and the cause, on one line
         raise UsageError(f"argument --handlers: {exc}") from None
-    open_queue(args.db, lease_seconds=args.lease, **_given(queue_settings(args))).close()  # fail here, once
-    options = settings_options(args)
-    if args.idle_exit is None:
-        options.append("--no-idle-exit")
-    single = args.concurrency == 1
+    lease = pool_settings.lease
+    open_queue(args.db, lease_seconds=lease, **settings.queue_options()).close()  # fail here, once
+    single = pool_settings.concurrency == 1
     pool = WorkerPool(
         args.db,
-        args.concurrency,
-        lease_seconds=args.lease,
-        idle_exit=args.idle_exit,
-        options=options,
+        pool_settings.concurrency,
+        lease_seconds=lease,
+        idle_exit=pool_settings.idle_exit,
+        settings=settings,
         # one worker keeps the name it was given; a restart, or one of several, gets /n
         names=lambda n: worker_id if single and n == 0 else f"{worker_id}/{n}",
         quiet=False,
@@ -124,13 +113,9 @@ def worker(args: argparse.Namespace) -> int:
     signals = StopSignals()
     signals.install()
     try:
-        return pool.supervise(signals, grace=args.grace)
+        return pool.supervise(signals, grace=pool_settings.grace)
     finally:
         pool.kill_all()  # nothing is left running, whatever happened
-
-
-def _given(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if v is not None}
 
 
 # -- enqueue ------------------------------------------------------------------------
@@ -499,15 +484,6 @@ def queue_name(text: str) -> str:
     return text
 
 
-def concurrency(text: str) -> int:
-    value = count(text)
-    if not 1 <= value <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"expected from 1 to {MAX_WORKERS} workers (MAX_WORKERS), got {text!r}"
-        )
-    return value
-
-
 def max_attempts(text: str) -> int:
     value = count(text)
     if value < 1:
@@ -552,42 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--all", action="store_true", help=f"every one of the {what}")
 
     p = command(worker, db_from_env=True)
-    p.add_argument("--id", help="this worker's name, stored on the jobs it claims (default HOST:PID)")
-    p.add_argument(
-        "--lease",
-        type=positive_seconds,
-        default=DEFAULT_LEASE,
-        metavar="DURATION",
-        help="how long each claim holds a job before another worker may take it "
-        f"(default {DEFAULT_LEASE:g} s)",
-    )
-    p.add_argument(
-        "--idle-exit",
-        type=seconds,
-        metavar="DURATION",
-        help="leave after this long with nothing to do (default: run until stopped)",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=concurrency,
-        default=1,
-        metavar="N",
-        help="run N supervised worker processes (default 1)",
-    )
-    p.add_argument(
-        "--grace",
-        type=duration,
-        metavar="DURATION",
-        help="after a warm stop was asked for, stop the workers at once after this long "
-        "(default: wait for the current jobs, or a second signal)",
-    )
-    add_settings(p)
+    PoolSettings.add_options(p)
+    WorkerSettings.add_options(p)
     environment.worker_defaults(p)
 
     p = command(enqueue)
     p.add_argument("kind", type=kind, metavar="KIND", help="the job's kind, as registered with @handler")
     p.add_argument("payload", metavar="PAYLOAD_JSON", help="the payload as JSON; '-': JSON lines on stdin")
-    p.add_argument("--delay", type=seconds, default=0.0, metavar="DURATION", help="ready after this long")
+    p.add_argument("--delay", type=duration, default=0.0, metavar="DURATION", help="ready after this long")
     p.add_argument(
         "--max-attempts", type=max_attempts, metavar="N", help="attempts before it is dead (default 5)"
     )
@@ -605,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--watch",
-        type=positive_seconds,
+        type=positive_duration,
         nargs="?",
         const=DEFAULT_WATCH,
         metavar="DURATION",
@@ -635,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(purge, db_from_env=True)
     p.add_argument(
         "--older-than",
-        type=seconds,
+        type=duration,
         required=True,
         metavar="DURATION",
         help="remove jobs that finished at least this long ago (90s, 15m, 2h, 1d, 1w or seconds)",

@@ -9,37 +9,31 @@ option and the variable.
 
     LABQUEUE_DB           the queue (file or postgresql:// URL) for worker, stats, jobs,
                           purge, health and metrics when DB is not given
-    LABQUEUE_HANDLERS     --handlers, comma-separated modules
-    LABQUEUE_CONCURRENCY  --concurrency
-    LABQUEUE_LEASE        --lease
-    LABQUEUE_GRACE        --grace
-    LABQUEUE_QUEUES       --queues
-    LABQUEUE_LOG_LEVEL    --log-level
-    LABQUEUE_LOG_FORMAT   --log-format
-    LABQUEUE_JOB_TIMEOUT  --job-timeout
+    LABQUEUE_HANDLERS, LABQUEUE_CONCURRENCY, LABQUEUE_LEASE, ...
+                          the worker's options: each is declared with its option in
+                          labqueue.settings, and `labqueue worker --help` names it
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import InvalidArgument
+from .settings import PoolSettings, WorkerSettings
 
 DB_VARIABLE = "LABQUEUE_DB"
-HANDLERS_VARIABLE = "LABQUEUE_HANDLERS"
-# variable: the destination of the `labqueue worker` option it stands in for
-WORKER_VARIABLES = {
-    "LABQUEUE_CONCURRENCY": "concurrency",
-    "LABQUEUE_LEASE": "lease",
-    "LABQUEUE_GRACE": "grace",
-    "LABQUEUE_QUEUES": "queues",
-    "LABQUEUE_LOG_LEVEL": "log_level",
-    "LABQUEUE_LOG_FORMAT": "log_format",
-    "LABQUEUE_JOB_TIMEOUT": "job_timeout",
-}
+
+
+def worker_variables() -> dict[str, str]:
+    """variable: the `labqueue worker` option (its dest) it stands in for, as labqueue.settings
+    declares them. A repeatable option's variable (LABQUEUE_HANDLERS) is read by from_args."""
+    repeatable = {f.name for f in dataclasses.fields(WorkerSettings) if isinstance(f.default, tuple)}
+    variables = {**PoolSettings.variables(), **WorkerSettings.variables()}
+    return {variable: dest for variable, dest in variables.items() if dest not in repeatable}
 
 
 class FromVariable(str):
@@ -62,7 +56,7 @@ def worker_defaults(parser: argparse.ArgumentParser, environ: Mapping[str, str] 
     environ = os.environ if environ is None else environ
     actions = {action.dest: action for action in parser._actions}
     defaults = {}
-    for variable, dest in WORKER_VARIABLES.items():
+    for variable, dest in worker_variables().items():
         raw = environ.get(variable)
         if raw is None or raw == "":
             continue
@@ -91,12 +85,6 @@ def _reading_variables(action: argparse.Action) -> Callable[[str], Any]:
 
     typed.__name__ = getattr(convert, "__name__", "str")  # argparse names a bad value by its type
     return typed
-
-
-def handlers_from_env(environ: Mapping[str, str] | None = None) -> list[str]:
-    """LABQUEUE_HANDLERS as a list of modules (empty when unset)."""
-    environ = os.environ if environ is None else environ
-    return [name.strip() for name in environ.get(HANDLERS_VARIABLE, "").split(",") if name.strip()]
 
 
 def db_from_env(environ: Mapping[str, str] | None = None) -> str | None:

@@ -27,6 +27,7 @@ from .attribution import RunningSlot, note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command, worker_environment
 from .renewal import EXIT_TIMED_OUT
+from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, worker_settings
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -141,9 +142,11 @@ class StopSignals:
 class WorkerPool:
     """`size` worker processes on the queue at `path`, each in a slot of its own.
 
-    The settings are those of ``python -m labqueue.worker``; `options` adds more of its
-    command-line options (for example ``("--max-attempts", "3")``). `handlers` names modules
-    of handlers to load, so the pool itself imports no application code. `names(n)` names
+    Each process runs ``python -m labqueue.worker`` with `settings` (labqueue.settings.
+    WorkerSettings), changed by any of its fields given as keywords (handlers=["myapp.jobs"],
+    batch=1): handlers names modules of handlers to load, so the pool itself imports no
+    application code. A worker leaves after `idle_exit` seconds with nothing to do; None:
+    it runs until stopped. `names(n)` names
     the n-th process started (0, 1, 2, ...): a restarted worker gets a new name.
     `command(name)`, if given, replaces the worker command line altogether, for a lab
     that runs a worker program of its own. `quiet` sends the workers' output to
@@ -158,16 +161,15 @@ class WorkerPool:
         size: int,
         *,
         lease_seconds: float = 30.0,
-        idle_exit: float | None = None,
-        handlers: Sequence[str] = (),
-        poll: float | None = None,
-        options: Sequence[str] = (),
+        idle_exit: float | None = DEFAULT_IDLE_EXIT,
+        settings: WorkerSettings | None = None,
         names: Callable[[int], str] = "w{}".format,
         command: Callable[[str], list[str]] | None = None,
         quiet: bool = True,
         new_session: bool = False,
         popen_options: Mapping[str, Any] | None = None,
         note_crashes: bool = False,
+        **options: Any,
     ) -> None:
         if path is None and command is None:
             raise InvalidArgument("a WorkerPool needs the queue's path (or a command of its own)")
@@ -175,9 +177,7 @@ class WorkerPool:
         self.size = _size(size)
         self.lease_seconds = lease_seconds
         self.idle_exit = idle_exit
-        self.handlers = tuple(handlers)
-        self.poll = poll
-        self.options = tuple(options)
+        self.settings = worker_settings(settings, **options)
         self.names = names
         self.command = command
         self.quiet = quiet
@@ -212,11 +212,7 @@ class WorkerPool:
         if self.command is not None:
             return self.command(name)
         assert self.path is not None
-        cmd = worker_command(
-            self.path, name, self.lease_seconds, self.idle_exit, handlers=self.handlers, poll=self.poll
-        )
-        at = cmd.index("labqueue.worker") + 1  # options first: safe whatever follows the module name
-        return [*cmd[:at], *self.options, *cmd[at:]]
+        return worker_command(self.path, name, self.lease_seconds, self.idle_exit, self.settings)
 
     # -- starting and replacing -----------------------------------------------------
 

@@ -14,7 +14,7 @@ import psutil
 
 from . import validate
 from .environment import DB_VARIABLE
-from .errors import InvalidArgument
+from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, worker_settings
 
 # What a started worker finds in the place of DB on its command line: "read the location
 # from LABQUEUE_DB". A location may be a URL with a password, and every local user can
@@ -74,14 +74,16 @@ def worker_command(
     path: str | os.PathLike[str],
     worker_id: str,
     lease_seconds: float,
-    idle_exit: float | None = None,
-    *,
-    handlers: Sequence[str] = (),
-    poll: float | None = None,
+    idle_exit: float | None = DEFAULT_IDLE_EXIT,
+    settings: WorkerSettings | None = None,
+    **options: Any,
 ) -> list[str]:
     """The command line of one worker process, ``python -m labqueue.worker ...``, to run
     with worker_environment(path): the location is never on the command line (its DB
     is ``-``, which reads LABQUEUE_DB), so a password in a URL stays out of ``ps``.
+    `settings` (labqueue.settings.WorkerSettings), changed by any of its fields given as
+    keywords (handlers=["myapp.jobs"], poll=0.1), are its options. It leaves after
+    `idle_exit` seconds with nothing to do; None: it runs until stopped.
 
     Options come first and ``--`` ends them, so a worker id that begins with ``-``
     (even ``--handlers=module``) is read as the value it is, never as an option.
@@ -90,20 +92,14 @@ def worker_command(
     validate.db_path(path)
     validate.text("worker_id", worker_id)
     validate.positive("lease_seconds", lease_seconds)
-    options: list[str] = []
-    for module in [handlers] if isinstance(handlers, str) else handlers:
-        validate.text("handler module", module)
-        if module.startswith("-"):
-            raise InvalidArgument(f"a handler module name cannot begin with '-', got {module!r}")
-        options += ["--handlers", module]
-    if poll is not None:
-        validate.positive("poll", poll)
-        options += ["--poll", str(poll)]
+    words = worker_settings(settings, **options).command_words()
     positionals = [DB_FROM_ENVIRONMENT, worker_id, str(lease_seconds)]
-    if idle_exit is not None:
+    if idle_exit is None:
+        words.append("--no-idle-exit")
+    else:
         validate.positive("idle_exit", idle_exit, allow_zero=True)
         positionals.append(str(idle_exit))
-    return [sys.executable, "-m", "labqueue.worker", *options, "--", *positionals]
+    return [sys.executable, "-m", "labqueue.worker", *words, "--", *positionals]
 
 
 def worker_environment(
@@ -118,17 +114,18 @@ def start_worker(
     path: str | os.PathLike[str],
     worker_id: str,
     lease_seconds: float,
-    idle_exit: float | None = None,
+    idle_exit: float | None = DEFAULT_IDLE_EXIT,
+    settings: WorkerSettings | None = None,
     *,
-    handlers: Sequence[str] = (),
-    poll: float | None = None,
     quiet: bool = True,
+    **options: Any,
 ) -> subprocess.Popen:
     """Start a worker in a fresh interpreter: spawn-safe, whatever called it. The location
-    goes to it in LABQUEUE_DB, never on its command line."""
+    goes to it in LABQUEUE_DB, never on its command line. `settings` and `options` as
+    for worker_command()."""
     out = subprocess.DEVNULL if quiet else None
     return subprocess.Popen(
-        worker_command(path, worker_id, lease_seconds, idle_exit, handlers=handlers, poll=poll),
+        worker_command(path, worker_id, lease_seconds, idle_exit, settings, **options),
         stdout=out,
         stderr=out,
         env=worker_environment(path),

@@ -31,35 +31,28 @@ from types import FrameType
 from typing import Any
 
 from . import handlers as registry
-from . import heap, joblog, validate
+from . import heap, joblog
 from .attribution import running_publisher
 from .backends import open_queue
 from .core import DATABASE_FAILURES
-from .durations import parse_duration
+from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
-from .errors import InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
-from .fairness import QueueTurns, parse_queues
-from .joblog import LOG_FORMATS, configure_logging, job_fields, queue_of
-from .queue import MAX_CLAIM_LIMIT, SYNCHRONOUS_LEVELS, Finished, Job, JobQueue
+from .errors import LabqueueError, NoHandlers, UnknownJobKind
+from .fairness import QueueTurns
+from .joblog import configure_logging, job_fields, queue_of
+from .queue import Finished, Job, JobQueue
 from .reconnect import Reconnector
 from .redaction import guard_logging, redact
 from .renewal import Holding, Renewer, renewal_queue
-from .schedule import Every, Scheduler, parse_every
+from .schedule import Scheduler
+from .settings import (
+    DEFAULT_COMMIT_INTERVAL,
+    DEFAULT_IDLE_EXIT,
+    WorkerSettings,
+    worker_settings,
+)
 from .unknown_kinds import give_back_unknown
 from .wakeup import SAFETY_POLL
-
-DEFAULT_IDLE_EXIT = 2.0
-DEFAULT_POLL = 0.05
-# Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
-# the next batch) in one write transaction. A crash re-runs at most one batch.
-DEFAULT_BATCH = 10
-# A finished job is done only once its transaction commits. Within a batch the worker
-# commits what has finished whenever this much time has passed since its last commit,
-# so slow jobs are reported about as soon as they finish and only fast ones are grouped.
-DEFAULT_COMMIT_INTERVAL = 0.05
-# With --purge-after, how often a worker purges (each worker of a pool does; a purge that
-# finds nothing costs one read).
-DEFAULT_PURGE_EVERY = 60.0
 
 log = logging.getLogger("labqueue.worker")  # the same name when run as __main__
 log.addHandler(logging.NullHandler())  # silent unless the program configures logging (main() does)
@@ -336,35 +329,23 @@ def run(
     worker_id: str,
     lease_seconds: float,
     idle_exit: float | None = DEFAULT_IDLE_EXIT,
+    settings: WorkerSettings | None = None,
     *,
-    poll: float = DEFAULT_POLL,
     stop: StopFlag | None = None,
     max_jobs: int | None = None,
     handlers: Mapping[str, registry.Handler] | None = None,
     sleep: Callable[[float], None] | None = None,
-    max_attempts: int | None = None,
-    backoff_base: float | None = None,
-    backoff_cap: float | None = None,
-    synchronous: str | None = None,
-    batch: int = DEFAULT_BATCH,
-    commit_interval: float = DEFAULT_COMMIT_INTERVAL,
-    queues: list[str] | None = None,
-    weights: Mapping[str, int] | None = None,
-    fair: bool = True,
-    schedules: Sequence[Every] = (),
-    wake: bool = True,
-    purge_after: float | None = None,
-    purge_every: float = DEFAULT_PURGE_EVERY,
-    reconnect_limit: int | None = None,
-    job_timeout: float | None = None,
     publish: Callable[[int | None], None] | None = None,
+    **options: Any,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
     handled, or a stop is requested. Returns the number of jobs this worker handled.
     It builds a WorkerLoop, whose run() is the loop as its steps.
 
-    max_attempts, backoff_base, backoff_cap and synchronous go to the JobQueue the worker
-    opens (None: JobQueue's default). Group commit: the worker claims up to `batch`
+    `settings` (labqueue.settings.WorkerSettings; its defaults when None), changed by any
+    of its fields given as keywords (`options`: run(..., batch=1, queues="mail:3,reports")),
+    say how it works. max_attempts, backoff_base, backoff_cap and synchronous go to the
+    JobQueue the worker opens (None: JobQueue's default). Group commit: the worker claims up to `batch`
     ready jobs, runs them, and reports them in one write transaction that also claims
     the next batch (work_batch). On a shallow queue a batch is whatever is ready, often
     one job: nothing waits for a batch to fill. An idle worker looks with a read
@@ -372,9 +353,9 @@ def run(
     A stop never strands a lease: jobs claimed but not started are given back.
 
     `queues` (None: every queue) are the named queues it takes jobs from, highest priority
-    first; with several, it takes turns between them (weighted by `weights`, see
-    labqueue.fairness) unless fair=False, which orders them by priority alone. It ticks
-    `schedules` (labqueue.schedule) once per period. Idle, it waits for a producer's hint
+    first; with several, it takes turns between them (weighted as written, see
+    labqueue.fairness) unless strict=True, which orders them by priority alone. It ticks
+    the `every` schedules (labqueue.schedule) once per period. Idle, it waits for a producer's hint
     (labqueue.wakeup; wake=False, a platform without it, or a `sleep` passed in: it
     polls every `poll` s, calling `sleep` when given), at most SAFETY_POLL seconds and
     never past the next job due by the clock or the next schedule's period. With
@@ -396,26 +377,11 @@ def run(
         worker_id,
         lease_seconds,
         idle_exit,
-        poll=poll,
+        worker_settings(settings, **options),
         stop=stop,
         max_jobs=max_jobs,
         handlers=handlers,
         sleep=sleep,
-        max_attempts=max_attempts,
-        backoff_base=backoff_base,
-        backoff_cap=backoff_cap,
-        synchronous=synchronous,
-        batch=batch,
-        commit_interval=commit_interval,
-        queues=queues,
-        weights=weights,
-        fair=fair,
-        schedules=schedules,
-        wake=wake,
-        purge_after=purge_after,
-        purge_every=purge_every,
-        reconnect_limit=reconnect_limit,
-        job_timeout=job_timeout,
         publish=publish,
     )
     return loop.run()
@@ -440,63 +406,36 @@ class WorkerLoop:
         worker_id: str,
         lease_seconds: float,
         idle_exit: float | None = DEFAULT_IDLE_EXIT,
+        settings: WorkerSettings | None = None,
         *,
-        poll: float = DEFAULT_POLL,
         stop: StopFlag | None = None,
         max_jobs: int | None = None,
         handlers: Mapping[str, registry.Handler] | None = None,
         sleep: Callable[[float], None] | None = None,
-        max_attempts: int | None = None,
-        backoff_base: float | None = None,
-        backoff_cap: float | None = None,
-        synchronous: str | None = None,
-        batch: int = DEFAULT_BATCH,
-        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
-        queues: list[str] | None = None,
-        weights: Mapping[str, int] | None = None,
-        fair: bool = True,
-        schedules: Sequence[Every] = (),
-        wake: bool = True,
-        purge_after: float | None = None,
-        purge_every: float = DEFAULT_PURGE_EVERY,
-        reconnect_limit: int | None = None,
-        job_timeout: float | None = None,
         publish: Callable[[int | None], None] | None = None,
     ) -> None:
+        settings = WorkerSettings() if settings is None else settings  # checked when made
+        self.settings = settings
         self.path, self.worker_id, self.lease_seconds = path, worker_id, lease_seconds
         self.idle_exit = idle_exit
         self.stop = stop or StopFlag()
-        self.max_jobs, self.sleep, self.wake, self.publish = max_jobs, sleep, wake, publish
-        self.reconnect_limit = reconnect_limit
+        self.max_jobs, self.sleep, self.publish = max_jobs, sleep, publish
         self.handlers = registry.HANDLERS if handlers is None else handlers
-        self.batch = validate.whole("batch", batch, low=1, high=MAX_CLAIM_LIMIT, why="MAX_CLAIM_LIMIT")
-        self.commit_interval = validate.positive("commit_interval", commit_interval, allow_zero=True)
-        self.poll = validate.seconds("poll", poll)  # an idle worker sleeps this long: the clock must allow it
-        self.names = validate.queue_names(queues)
-        names = self.names
-        self.turns = QueueTurns(names, weights) if fair and names is not None and len(names) > 1 else None
-        if weights and self.turns is None:
-            raise InvalidArgument(
-                f"weights {dict(weights)!r} need fair=True and more than one queue to take turns between"
-            )
-        self.scheduler = Scheduler(schedules)
-        if purge_after is not None:
-            purge_after = validate.positive("purge_after", purge_after, allow_zero=True)
-        self.purge_after = purge_after
-        self.purge_every = validate.positive("purge_every", purge_every)
+        # What the steps read, as attributes (the hot path reads batch and commit_interval).
+        self.batch, self.commit_interval, self.poll = settings.batch, settings.commit_interval, settings.poll
+        self.wake, self.reconnect_limit = settings.wake, settings.reconnect_limit
+        self.names = names = settings.queue_names
+        take_turns = names is not None and len(names) > 1 and not settings.strict
+        self.turns = QueueTurns(names, settings.turn_weights) if names and take_turns else None
+        self.scheduler = Scheduler(settings.schedules)
+        self.purge_after, self.purge_every = settings.purge_after, settings.purge_every
         self.next_purge = time.monotonic()
-        settings = {
-            "max_attempts": max_attempts,
-            "backoff_base": backoff_base,
-            "backoff_cap": backoff_cap,
-            "synchronous": synchronous,
-        }
-        self.options: dict[str, Any] = {k: v for k, v in settings.items() if v is not None}
+        self.options: dict[str, Any] = settings.queue_options()
         self.renewer = Renewer(
             renewal_queue(path, lease_seconds, self.options),
             lease_seconds=lease_seconds,
             worker=worker_id,
-            job_timeout=job_timeout,
+            job_timeout=settings.job_timeout,
             limits=registry.TIMEOUTS,
         )
         self.handled = 0  # jobs run to an outcome
@@ -672,269 +611,7 @@ class WorkerLoop:
 
 
 # -- the command line ------------------------------------------------------------------
-# Argument types that refuse NaN, infinities and negative numbers with a one-line usage
-# error; `labqueue worker` (labqueue.cli) shares them and the settings below.
-
-
-def seconds(text: str, *, allow_zero: bool = True) -> float:
-    """A finite duration, zero or more (or, without allow_zero, more than zero): plain
-    seconds or with a unit, 90s, 15m, 2h, 1d, 1w (labqueue.durations, one parser for all)."""
-    try:
-        return parse_duration(text, allow_zero=allow_zero)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds, more than zero."""
-    return seconds(text, allow_zero=False)
-
-
-def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> int:
-    """A whole number of at least `low` (1 unless told); `noun` names it in the error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-    if value < low:
-        bound = "zero or more" if low == 0 else f"at least {low}"
-        raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
-    return value
-
-
-def batch_size(text: str) -> int:
-    """--batch: 1 to MAX_CLAIM_LIMIT jobs, refused here rather than by every worker started."""
-    value = whole_number(text)
-    if value > MAX_CLAIM_LIMIT:
-        raise argparse.ArgumentTypeError(
-            f"expected at most {MAX_CLAIM_LIMIT} jobs (MAX_CLAIM_LIMIT), got {text!r}"
-        )
-    return value
-
-
-def queues_option(text: str) -> str:
-    """--queues mail:3,reports: checked here, passed on as written (to pool workers too)."""
-    try:
-        parse_queues(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def every_option(text: str) -> str:
-    """--every report=60: checked here, passed on as written."""
-    try:
-        parse_every(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def sync_level(text: str) -> str:
-    level = text.upper()
-    if level not in SYNCHRONOUS_LEVELS:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SYNCHRONOUS_LEVELS)}, got {text!r}")
-    return level
-
-
-def add_settings(parser: argparse.ArgumentParser) -> None:
-    """The worker's named options, shared by `python -m labqueue.worker` and `labqueue worker`."""
-    parser.add_argument(
-        "--handlers",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import this module of your own handlers (repeatable)",
-    )
-    parser.add_argument(
-        "--poll",
-        type=positive_seconds,
-        default=DEFAULT_POLL,
-        metavar="DURATION",
-        help=f"seconds between looks for work when idle (default {DEFAULT_POLL})",
-    )
-    parser.add_argument(
-        "--max-attempts",
-        type=whole_number,
-        metavar="N",
-        help="attempts for jobs that the handlers enqueue (default: the queue's, 5)",
-    )
-    parser.add_argument(
-        "--backoff-base",
-        type=positive_seconds,
-        metavar="DURATION",
-        help="retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
-    )
-    parser.add_argument(
-        "--backoff-cap",
-        type=positive_seconds,
-        metavar="DURATION",
-        help="the largest retry backoff ceiling (default 60)",
-    )
-    parser.add_argument(
-        "--synchronous",
-        type=sync_level,
-        metavar="LEVEL",
-        help=f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default NORMAL)",
-    )
-    parser.add_argument(
-        "--batch",
-        type=batch_size,
-        default=DEFAULT_BATCH,
-        metavar="N",
-        help=f"most jobs claimed and reported in one write transaction (default {DEFAULT_BATCH}); "
-        "a crash re-runs at most one batch",
-    )
-    parser.add_argument(
-        "--commit-interval",
-        type=seconds,
-        default=DEFAULT_COMMIT_INTERVAL,
-        metavar="DURATION",
-        help="within a batch, commit what has finished once this much time has passed "
-        f"(default {DEFAULT_COMMIT_INTERVAL})",
-    )
-    parser.add_argument(
-        "--queues",
-        type=queues_option,
-        metavar="NAME[:WEIGHT],...",
-        help="take jobs from these named queues only (default: every queue); with several, "
-        "take turns between them, weighted (default weight 1)",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="with several --queues, take the highest priority across them instead of turns "
-        "(a flood in one queue can then starve the others)",
-    )
-    parser.add_argument(
-        "--every",
-        action="append",
-        default=[],
-        type=every_option,
-        metavar="KIND=DURATION",
-        help="enqueue one KIND job per period of SECONDS, exactly once however many workers "
-        "tick (repeatable; missed periods are skipped)",
-    )
-    parser.add_argument(
-        "--purge-after",
-        type=seconds,
-        metavar="DURATION",
-        help="remove done jobs that finished this long ago, every --purge-every seconds (default: keep them)",
-    )
-    parser.add_argument(
-        "--purge-every",
-        type=positive_seconds,
-        default=DEFAULT_PURGE_EVERY,
-        metavar="DURATION",
-        help=f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
-    )
-    parser.add_argument(
-        "--reconnect-limit",
-        type=reconnect_limit,
-        metavar="N",
-        help="after a lost connection to a database server, try to reconnect at most N times "
-        "(with capped, jittered backoff) before the worker exits with an error; 0 never reconnects "
-        "(default: keep trying until the server is back)",
-    )
-    parser.add_argument(
-        "--job-timeout",
-        type=positive_seconds,
-        metavar="DURATION",
-        help="fail a job whose handler runs longer than this (a kind's own @handler(kind, timeout=...) "
-        "wins): 'timed out after N s', retried elsewhere after a backoff, and the worker process is "
-        "replaced (default: no limit)",
-    )
-    parser.add_argument(
-        "--no-wake",
-        action="store_true",
-        help="poll every --poll seconds when idle instead of waiting for producers' hints",
-    )
-    parser.add_argument(
-        "--log-level",
-        type=str.upper,
-        default="INFO",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="the least important log records shown (default INFO)",
-    )
-    parser.add_argument(
-        "--log-format",
-        default="text",
-        choices=LOG_FORMATS,
-        help="text lines, or one JSON object per line (default text)",
-    )
-    parser.add_argument(
-        "--log-success",
-        action="store_true",
-        help="log each job done at INFO (default: at DEBUG); every job line has job_id, kind, "
-        "queue, attempt, worker and duration_ms",
-    )
-
-
-def reconnect_limit(text: str) -> int:
-    """--reconnect-limit: a whole number of attempts, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of attempts, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def settings_options(args: argparse.Namespace) -> list[str]:
-    """add_settings()'s options as given, as command-line words for a worker process."""
-    words: list[str] = []
-    for module in args.handlers:
-        words += ["--handlers", module]
-    for schedule in args.every:
-        words += ["--every", schedule]
-    words += ["--strict"] * args.strict + ["--no-wake"] * args.no_wake + ["--log-success"] * args.log_success
-    names = (
-        "poll",
-        "max_attempts",
-        "backoff_base",
-        "backoff_cap",
-        "synchronous",
-        "batch",
-        "commit_interval",
-        "queues",
-        "purge_after",
-        "purge_every",
-        "reconnect_limit",
-        "job_timeout",
-        "log_level",
-        "log_format",
-    )
-    for name in names:
-        value = getattr(args, name)
-        if value is not None:
-            words += ["--" + name.replace("_", "-"), str(value)]
-    return words
-
-
-def queue_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """add_settings()'s options that run() passes to the JobQueue."""
-    names = ("max_attempts", "backoff_base", "backoff_cap", "synchronous")
-    return {name: getattr(args, name) for name in names}
-
-
-def loop_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """add_settings()'s options for the loop itself: the group commit's batch and interval,
-    the queues and how to share between them, the schedules, waking."""
-    names, weights = parse_queues(args.queues) if args.queues else (None, {})
-    return {
-        "batch": args.batch,
-        "commit_interval": args.commit_interval,
-        "queues": names,
-        "weights": weights or None,
-        "fair": not args.strict,
-        "schedules": [parse_every(text) for text in args.every],
-        "wake": not args.no_wake,
-        "purge_after": args.purge_after,
-        "purge_every": args.purge_every,
-        "reconnect_limit": args.reconnect_limit,
-        "job_timeout": args.job_timeout,
-    }
+# The worker's options are labqueue.settings.WorkerSettings' fields.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -945,10 +622,10 @@ def main(argv: list[str] | None = None) -> int:
         "(how a supervisor passes it: a command line is readable by every local user)",
     )
     parser.add_argument("worker_id", help="a name for this worker, stored on the jobs it claims")
-    parser.add_argument("lease_seconds", type=seconds, help="how long each claim holds a job")
+    parser.add_argument("lease_seconds", type=duration, help="how long each claim holds a job")
     parser.add_argument(
         "idle_exit",
-        type=seconds,
+        type=duration,
         nargs="?",
         default=DEFAULT_IDLE_EXIT,
         help=f"leave after this many seconds with nothing to do (default {DEFAULT_IDLE_EXIT})",
@@ -958,22 +635,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="never leave for lack of work: run until stopped (IDLE_EXIT is then ignored)",
     )
-    add_settings(parser)
+    # A worker process takes its settings from its command line alone: what its supervisor
+    # read from LABQUEUE_* is there already, and a variable must not undo an option given.
+    WorkerSettings.add_options(parser, variables=False)
     args = parser.parse_args(argv)
+    settings = WorkerSettings.from_args(args, environ={})
     if args.db == "-":
         args.db = db_from_env()
         if args.db is None:
             parser.error(f"DB is '-', which reads the queue's location from {DB_VARIABLE}, but it is not set")
     if args.lease_seconds <= 0:
         parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
-    configure_logging(args.log_level, args.log_format, log_success=args.log_success)
+    configure_logging(settings.log_level, settings.log_format, log_success=settings.log_success)
     guard_logging(args.db)  # whatever is logged, the location's password is not
     publish = running_publisher()  # a pool's supervisor reads which job ran, should this process die
     # This process is a worker's own: its heap keeps its top between statements (labqueue.heap).
     if not heap.keep_top():
         log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
     try:
-        registry.load_for_worker(args.handlers)
+        registry.load_for_worker(list(settings.handlers))
     except ImportError as exc:  # HandlersNotLoaded: the module and the cause, on one line
         parser.error(f"--handlers: {redact(exc, args.db)}")
     except NoHandlers as exc:
@@ -987,10 +667,8 @@ def main(argv: list[str] | None = None) -> int:
             args.worker_id,
             args.lease_seconds,
             None if args.no_idle_exit else args.idle_exit,
-            poll=args.poll,
+            settings,
             stop=stop,
-            **queue_settings(args),
-            **loop_settings(args),
             publish=publish,
         )
     except ForcedShutdown:

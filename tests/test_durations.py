@@ -6,9 +6,10 @@ import argparse
 
 import pytest
 
+from labqueue.durations import duration as seconds
 from labqueue.durations import format_duration, parse_duration
+from labqueue.durations import positive_duration as positive_seconds
 from labqueue.errors import InvalidArgument
-from labqueue.worker import positive_seconds, seconds
 
 
 @pytest.mark.parametrize(

@@ -331,7 +331,7 @@ def test_a_pool_or_a_worker_loop_refuses_what_they_could_not_run(tmp_path):
     with pytest.raises(InvalidArgument, match=f"size must be a whole number from 0 to 1024 .*got {HUGE}"):
         WorkerPool(tmp_path / "jobs.db", int(HUGE))
     JobQueue(tmp_path / "jobs.db").close()
-    with pytest.raises(InvalidArgument, match=r"poll must be .*got 1e\+300"):
+    with pytest.raises(InvalidArgument, match=r"poll: .*got '1e\+300'"):
         worker_loop.run(str(tmp_path / "jobs.db"), "w", 30.0, poll=1e300)
     with pytest.raises(InvalidArgument, match=r"lease_seconds must be .*got 1e\+300"):
         JobQueue(tmp_path / "jobs.db", lease_seconds=1e300)

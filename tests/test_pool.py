@@ -69,10 +69,10 @@ def test_a_pool_needs_a_size_and_a_queue(db):
 
 
 def test_the_worker_command_carries_the_options_before_the_positionals(db):
-    pool = WorkerPool(db, 1, lease_seconds=5, idle_exit=1, options=("--max-attempts", "3"), handlers=["m"])
+    pool = WorkerPool(db, 1, lease_seconds=5, idle_exit=1, max_attempts=3, handlers=["m"])
     cmd = pool.command_line("w0")
     at = cmd.index("labqueue.worker")
-    assert cmd[at + 1 : at + 3] == ["--max-attempts", "3"]
+    assert cmd[at + 1 : at + 5] == ["--handlers", "m", "--max-attempts", "3"]
     end = cmd.index("--")  # worker_command ends the options with "--" before the positionals
     # DB is "-": the worker reads its location from LABQUEUE_DB, never from the command line
     assert cmd[end + 1 : end + 4] == ["-", "w0", "5"] and "m" in cmd[:end]
@@ -81,7 +81,7 @@ def test_the_worker_command_carries_the_options_before_the_positionals(db):
 
 def test_a_killed_worker_is_replaced_and_counted(db, env):
     JobQueue(db).close()
-    pool = WorkerPool(db, 3, lease_seconds=5, handlers=[HANDLERS], options=["--no-idle-exit", "--batch", "1"])
+    pool = WorkerPool(db, 3, lease_seconds=5, idle_exit=None, handlers=[HANDLERS], batch=1)
     try:
         started = pool.fill()
         assert [w.name for w in started] == ["w0", "w1", "w2"] and pool.alive() == 3
@@ -111,8 +111,8 @@ def test_a_clean_exit_is_not_restarted(db, env):
 
 def test_a_pool_stops_warm_then_hard(db, tmp_path, env):
     gated_jobs(db, tmp_path, 2)
-    options = ["--no-idle-exit", "--batch", "1"]  # one job per worker, so each holds one
-    pool = WorkerPool(db, 2, lease_seconds=30, handlers=[HANDLERS], options=options)
+    # one job per worker, so each holds one
+    pool = WorkerPool(db, 2, lease_seconds=30, idle_exit=None, handlers=[HANDLERS], batch=1)
     pool.fill()
     wait_for(lambda: running(db) == 2)
     ended = pool.stop(grace=0.2)  # the jobs are not released: the warm stop cannot finish

@@ -30,7 +30,8 @@ from labqueue.environment import worker_defaults
 from labqueue.errors import InvalidArgument
 from labqueue.pool import WorkerPool, exit_reason
 from labqueue.renewal import EXIT_TIMED_OUT, SQLITE_SECOND_CONNECTION, Holding, Renewer, renewal_queue
-from labqueue.worker import StopFlag, add_settings, loop_settings, settings_options, work_batch
+from labqueue.settings import WorkerSettings
+from labqueue.worker import StopFlag, work_batch
 
 LEASE = 30  # TEST_SETTINGS' lease
 
@@ -314,18 +315,18 @@ def test_work_batch_publishes_the_running_job_and_the_rest_of_its_batch(q):
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(exit_on_error=False)
-    add_settings(p)
+    WorkerSettings.add_options(p)
     return p
 
 
 def test_job_timeout_is_a_worker_option_passed_on_to_each_worker_process():
     args = parser().parse_args(["--job-timeout", "15m"])
     assert args.job_timeout == 900
-    assert loop_settings(args)["job_timeout"] == 900
-    words = settings_options(args)
+    assert WorkerSettings.from_args(args).job_timeout == 900
+    words = WorkerSettings.from_args(args).command_words()
     assert words[words.index("--job-timeout") + 1] == "900.0"
     assert parser().parse_args([]).job_timeout is None
-    assert "--job-timeout" not in settings_options(parser().parse_args([]))
+    assert "--job-timeout" not in WorkerSettings.from_args(parser().parse_args([])).command_words()
 
 
 @pytest.mark.parametrize("bad", ["0", "-5", "inf", "nan", "soon"])
@@ -466,8 +467,8 @@ def test_a_handler_stuck_past_its_time_limit_is_retried_by_another_worker_while_
     with open_queue(location) as q:
         stuck = q.enqueue("stuck", {})
         q.enqueue_many("noop", [{}] * 40)
-    options = ("--backoff-cap", "0.5", "--batch", "4")
-    pool = WorkerPool(location, 2, lease_seconds=3, handlers=[APP], options=options, note_crashes=True)
+    settings = WorkerSettings(handlers=(APP,), backoff_cap=0.5, batch=4)
+    pool = WorkerPool(location, 2, lease_seconds=3, settings=settings, note_crashes=True)
     with pool:
         pool.fill()
         wait_for(lambda: pool.check() is not None and counts(location)["done"] == 41, timeout=90)

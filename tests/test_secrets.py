@@ -345,7 +345,7 @@ def test_the_pool_and_start_worker_pass_the_location_by_environment(planted):
     from labqueue.procs import start_worker
 
     with ExitStack() as stack:
-        pool = WorkerPool(planted, 2, handlers=[DEMO_HANDLERS], options=["--no-idle-exit"])
+        pool = WorkerPool(planted, 2, idle_exit=None, handlers=[DEMO_HANDLERS])
         stack.callback(pool.kill_all)
         started = [w.proc for w in pool.fill()]
         alone = start_worker(planted, "alone", 5, idle_exit=60, handlers=[DEMO_HANDLERS])

@@ -23,7 +23,7 @@ from labqueue import handlers as registry
 from labqueue import worker as worker_loop
 from labqueue.joblog import JsonFormatter, TextFormatter
 from labqueue.pool import WorkerPool
-from labqueue.worker import add_settings, settings_options
+from labqueue.settings import WorkerSettings
 
 # An application's own package, as `labqueue worker --handlers myapp.jobs` finds it.
 APP_JOBS = """
@@ -219,9 +219,9 @@ def test_log_success_reaches_the_pools_workers():
     import argparse
 
     parser = argparse.ArgumentParser()
-    add_settings(parser)
-    assert "--log-success" in settings_options(parser.parse_args(["--log-success"]))
-    assert "--log-success" not in settings_options(parser.parse_args([]))
+    WorkerSettings.add_options(parser)
+    assert "--log-success" in WorkerSettings.from_args(parser.parse_args(["--log-success"])).command_words()
+    assert "--log-success" not in WorkerSettings.from_args(parser.parse_args([])).command_words()
 
 
 # -- crashes written on the jobs; one supervised worker; --grace --------------------------------

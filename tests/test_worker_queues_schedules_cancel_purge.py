@@ -49,14 +49,14 @@ def run_order(path: Path, **settings) -> list[str]:
 def test_strict_priorities_starve_a_queue_until_the_flood_is_over(tmp_path):
     path = tmp_path / "jobs.db"
     flood(path)
-    ran = run_order(path, queues=["bulk", "mail"], fair=False)
+    ran = run_order(path, queues="bulk,mail", strict=True)
     assert [p.split("-")[0] for p in ran] == ["bulk"] * 40 + ["mail"] * 10
 
 
 def test_turns_between_queues_serve_each_its_share_during_the_flood(tmp_path):
     path = tmp_path / "jobs.db"
     flood(path)
-    ran = run_order(path, queues=["bulk", "mail"], weights={"bulk": 3, "mail": 1})
+    ran = run_order(path, queues="bulk:3,mail:1")
     first_twenty = [p.split("-")[0] for p in ran[:20]]
     assert first_twenty.count("mail") == 5  # one turn in four, while both have work
     assert sorted(ran) == sorted([f"bulk-{n}" for n in range(40)] + [f"mail-{n}" for n in range(10)])
@@ -71,8 +71,10 @@ def test_a_worker_leaves_queues_it_does_not_serve_alone(tmp_path):
 
 
 def test_weights_without_turns_are_refused(tmp_path):
-    with pytest.raises(InvalidArgument, match="need fair=True and more than one queue"):
-        worker_loop.run(str(tmp_path / "jobs.db"), "w", 30, idle_exit=0, queues=["a"], weights={"a": 2})
+    with pytest.raises(InvalidArgument, match="set turns between several queues; --queues a:2 names one"):
+        worker_loop.run(str(tmp_path / "jobs.db"), "w", 30, idle_exit=0, queues="a:2")
+    with pytest.raises(InvalidArgument, match="--strict orders jobs by priority"):
+        worker_loop.run(str(tmp_path / "jobs.db"), "w", 30, idle_exit=0, queues="a:2,b", strict=True)
 
 
 # -- schedules ------------------------------------------------------------------------------
@@ -88,7 +90,7 @@ def test_racing_workers_enqueue_one_job_per_period(tmp_path):
         threading.Thread(
             target=worker_loop.run,
             args=(str(path), f"w{n}", 30, None),
-            kwargs={"stop": stop, "handlers": {"tick": lambda job, q: None}, "schedules": [every]},
+            kwargs={"stop": stop, "handlers": {"tick": lambda job, q: None}, "every": [every]},
         )
         for n, stop in enumerate(stops)
     ]

@@ -30,6 +30,7 @@ from typing import Any
 from .. import heap, worker
 from ..drivers.sqlite import sql
 from ..queue import Job, JobQueue
+from ..settings import DEFAULT_BATCH
 
 LEASE_SECONDS = 60.0
 DB_FILE = "jobs.db"
@@ -66,7 +67,7 @@ def _left_labqueue(folder: Path) -> int:
         return db.execute("SELECT COUNT(*) FROM jobs WHERE state != 'done'").fetchone()[0]
 
 
-def drain_with_worker(location: str, name: str, batch: int = worker.DEFAULT_BATCH) -> list[int]:
+def drain_with_worker(location: str, name: str, batch: int = DEFAULT_BATCH) -> list[int]:
     """labqueue.worker.run, the loop `labqueue worker` runs, on `location` (a file or a
     postgresql:// URL) at one batch size, with a no-op handler that notes each job's n; it
     leaves at the first poll that finds nothing. Every bench's labqueue drain is this one."""

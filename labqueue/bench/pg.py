@@ -43,10 +43,11 @@ from typing import Any
 
 from .. import heap
 from ..backends import is_postgres_url
+from ..durations import positive_duration
 from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
 from ..queue import JobQueue
-from ..worker import positive_seconds, whole_number
+from ..settings import whole_number
 from .contenders import drain_with_worker
 from .tally import machine, race_rounds, tally
 from .wakeup import nearest_rank
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--rounds", type=whole_number, help=f"rounds (default {d.rounds})")
     add("--procs", type=whole_number, nargs="+", help="worker process counts (default 1 2 4 8)")
     add("--latency-jobs", type=whole_number, help=f"jobs per way of waiting (default {d.latency_jobs})")
-    add("--max-gap", type=positive_seconds, help=f"longest gap between those jobs, s (default {d.max_gap})")
+    add("--max-gap", type=positive_duration, help=f"longest gap between those jobs, s (default {d.max_gap})")
     add("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick: nowhere)")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else d

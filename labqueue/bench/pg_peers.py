@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 from .. import heap
 from ..errors import InvalidArgument
 from ..procs import run_together
-from ..worker import whole_number
+from ..settings import whole_number
 from .contenders import drain_with_worker
 from .pg import durability_of, server_database, server_version_of
 from .report import paired_ratio, round_ratios

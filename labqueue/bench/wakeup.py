@@ -41,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..durations import positive_duration
 from ..procs import kill_tree
 from ..queue import JobQueue
+from ..settings import whole_number
 from ..wakeup import SAFETY_POLL, Waiter, notify, wake_folder
-from ..worker import positive_seconds, whole_number
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -349,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     defaults = Sizes()
     add = parser.add_argument
     add("--jobs", type=whole_number, default=defaults.jobs, help="jobs per mode (default 50)")
-    add("--idle", type=positive_seconds, default=defaults.idle_seconds, help="idle seconds (default 5)")
-    add("--max-gap", type=positive_seconds, default=defaults.max_gap, help="longest gap, s (default 0.2)")
+    add("--idle", type=positive_duration, default=defaults.idle_seconds, help="idle seconds (default 5)")
+    add("--max-gap", type=positive_duration, default=defaults.max_gap, help="longest gap, s (default 0.2)")
     add("--seed", type=int, default=defaults.seed, help="the gaps' random seed (default 16)")
     add("--out", help="also write the results, every latency included, as JSON here")
     add("--real-worker", action="store_true", help="measure `labqueue worker` processes as shipped")

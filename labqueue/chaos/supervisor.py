@@ -53,6 +53,7 @@ from ..demo.scratch import db_path
 from ..errors import CannotCancel, CannotOpen, InvalidArgument, QueueBusy
 from ..pool import Worker, WorkerPool
 from ..redaction import ArgumentParser, redact
+from ..settings import WorkerSettings
 from ..signals import StopEvent, stop_on
 from .check import EXPECTED_STATE, TUTORIAL_MIX, Check, JobRow, check_run, figures
 from .store import Location, Store, check_new, is_postgres
@@ -159,14 +160,12 @@ class ChaosConfig:
     def job_mix(self) -> dict[str, int]:
         return dict(self.mix) if self.mix is not None else scaled_mix(self.jobs)
 
-    def worker_options(self) -> list[str]:
-        """What Part 2 adds to each worker's command line."""
-        options: list[str] = []
-        if self.queues:
-            options += ["--queues", ",".join(f"{name}:{weight}" for name, weight in PART2_QUEUES.items())]
-        if self.schedule_every:
-            options += ["--every", f"{SCHEDULED_KIND}={self.schedule_every:g}"]
-        return options
+    def worker_settings(self) -> WorkerSettings:
+        """Each worker's settings: the demo handlers, and what Part 2 adds."""
+        written = ",".join(f"{name}:{weight}" for name, weight in PART2_QUEUES.items())
+        queues = written if self.queues else None
+        every = (f"{SCHEDULED_KIND}={self.schedule_every:g}",) if self.schedule_every else ()
+        return WorkerSettings(handlers=(DEMO_HANDLERS,), queues=queues, every=every)
 
     def with_part2(self) -> ChaosConfig:
         """Every Part 2 part on, at rates that keep a run busy but finished."""
@@ -356,8 +355,7 @@ class Supervisor:
             config.workers,
             lease_seconds=config.lease,
             idle_exit=config.idle_exit,
-            handlers=(DEMO_HANDLERS,),
-            options=config.worker_options(),
+            settings=config.worker_settings(),
         )
         # Part 2: the supervisor's own queue connection purges and cancels while workers run.
         # Its lock timeout is short: a worker it froze (SIGSTOP) mid-transaction may hold the

@@ -20,6 +20,7 @@ from typing import Any
 from ..handlers import Handler
 from ..procs import start_worker
 from ..queue import Effect, Job, JobQueue
+from ..settings import DEFAULT_IDLE_EXIT
 
 # The name a worker is given to load these handlers (`--handlers` on its command line).
 DEMO_HANDLERS = __name__
@@ -115,7 +116,7 @@ def start_demo_worker(
     path: str | os.PathLike[str],
     worker_id: str,
     lease_seconds: float,
-    idle_exit: float | None = None,
+    idle_exit: float | None = DEFAULT_IDLE_EXIT,
     **options: Any,
 ) -> subprocess.Popen:
     """start_worker() for a worker that knows the demo kinds above (and nothing else)."""

@@ -21,6 +21,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..pool import WorkerPool, exit_reason
 from ..queue import JobQueue, period_start
+from ..settings import WorkerSettings
 from .assets import figure_png, new_figure
 from .demo_handlers import DEMO_HANDLERS
 from .scratch import db_path
@@ -262,9 +263,9 @@ def pool_schedule(workers: int = 3, period: float = 0.5, seconds: float = 3.0, f
         raise InvalidArgument(f"workers must be a whole number from 1 to 8, got {workers!r}")
     path = db_path("schedule_pool", folder)
     JobQueue(path, wake=False).close()
-    options = ("--no-idle-exit", "--every", f"noop={period:g}")
+    settings = WorkerSettings(handlers=(DEMO_HANDLERS,), every=(f"noop={period:g}",))
     started = time.time()
-    with WorkerPool(path, workers, lease_seconds=5.0, handlers=[DEMO_HANDLERS], options=options) as pool:
+    with WorkerPool(path, workers, lease_seconds=5.0, idle_exit=None, settings=settings) as pool:
         pool.fill()
         _wait_for_a_job(path, pool)
         time.sleep(seconds)

@@ -1,0 +1,453 @@
+"""A worker's settings, declared once.
+
+Each field of WorkerSettings is one option of every worker process (`python -m
+labqueue.worker`, which `labqueue worker` starts): its name, type, default, help and,
+where one stands in for it, its LABQUEUE_* variable. PoolSettings holds the options of
+the supervisor alone (`labqueue worker --concurrency ...`). Everything else derives from
+the fields:
+
+- add_options(parser): the command line's options, each help naming its variable;
+- variables(): the LABQUEUE_* variables (labqueue.environment reads them);
+- from_args(args): the settings back from parsed arguments;
+- command_words(): the options a worker process is started with (labqueue.procs);
+- the worker loop (labqueue.worker), WorkerPool and the chaos harness take a WorkerSettings.
+
+Adding a worker option is adding a field here (and using it in the loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from . import validate
+from .durations import duration, positive_duration
+from .errors import InvalidArgument
+from .fairness import parse_queues
+from .joblog import LOG_FORMATS
+from .queue import SYNCHRONOUS_LEVELS
+from .schedule import Every, parse_every
+
+DEFAULT_IDLE_EXIT = 2.0
+DEFAULT_POLL = 0.05
+DEFAULT_LEASE = 30.0
+# Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
+# the next batch) in one write transaction. A crash re-runs at most one batch.
+DEFAULT_BATCH = 10
+# A finished job is done only once its transaction commits. Within a batch the worker
+# commits what has finished whenever this much time has passed since its last commit,
+# so slow jobs are reported about as soon as they finish and only fast ones are grouped.
+DEFAULT_COMMIT_INTERVAL = 0.05
+# With --purge-after, how often a worker purges (each worker of a pool does; a purge that
+# finds nothing costs one read).
+DEFAULT_PURGE_EVERY = 60.0
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+# -- argument types: a bad value is a one-line usage error naming it -----------------------
+
+
+def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> int:
+    """A whole number of at least `low` (1 unless told); `noun` names it in the error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+    if value < low:
+        bound = "zero or more" if low == 0 else f"at least {low}"
+        raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
+    return value
+
+
+def concurrency(text: str) -> int:
+    """--concurrency: 1 to MAX_WORKERS worker processes."""
+    value = whole_number(text, noun="a whole number of workers")
+    if value > validate.MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected from 1 to {validate.MAX_WORKERS} workers (MAX_WORKERS), got {text!r}"
+        )
+    return value
+
+
+def batch_size(text: str) -> int:
+    """--batch: 1 to MAX_CLAIM_LIMIT jobs, refused here rather than by every worker started."""
+    value = whole_number(text)
+    if value > validate.MAX_CLAIM_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {validate.MAX_CLAIM_LIMIT} jobs (MAX_CLAIM_LIMIT), got {text!r}"
+        )
+    return value
+
+
+def reconnect_limit(text: str) -> int:
+    """--reconnect-limit: a whole number of attempts, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of attempts, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _kept_as_written(check: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argument type that checks the text with `check` and keeps it as written (a worker
+    process is given it so)."""
+
+    def checked(text: str) -> str:
+        try:
+            check(text)
+        except InvalidArgument as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    return checked
+
+
+queues_option = _kept_as_written(parse_queues)  # --queues mail:3,reports
+every_option = _kept_as_written(parse_every)  # --every report=60
+
+
+def sync_level(text: str) -> str:
+    level = text.upper()
+    if level not in SYNCHRONOUS_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SYNCHRONOUS_LEVELS)}, got {text!r}")
+    return level
+
+
+def module_name(text: str) -> str:
+    """--handlers MODULE: a name, never one that a command line would read as an option."""
+    try:
+        validate.text("handler module", text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not text or text.startswith("-"):
+        raise argparse.ArgumentTypeError(
+            f"a handler module name cannot be empty or begin with '-', got {text!r}"
+        )
+    return text
+
+
+# -- how a field is an option ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """The command-line side of a settings field. A bool field is a switch (its flag sets
+    the opposite of the default); a tuple field is repeatable (its variable, comma-separated)."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    parse: Callable[[str], Any] | None = None  # text to value, raising ArgumentTypeError
+    env: str | None = None  # the LABQUEUE_* variable that stands in for it
+    choices: tuple[str, ...] | None = None
+
+
+def option(default: Any, flag: str, help: str, **how: Any) -> Any:
+    """A settings field: its default, and how the command line (and environment) give it."""
+    return field(default=default, metadata={"option": Option(flag, help, **how)})
+
+
+S = TypeVar("S", bound="Settings")
+
+
+class Settings:
+    """What the settings types share: every field an option (see `option`)."""
+
+    @classmethod
+    def options(cls) -> list[tuple[dataclasses.Field, Option]]:
+        return [(f, f.metadata["option"]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+    @classmethod
+    def add_options(cls, parser: argparse.ArgumentParser, *, variables: bool = True) -> None:
+        """Each field as an option of `parser` (its dest the field's name); the help says
+        the default and, for a command that reads them (`variables`), names the variable."""
+        for f, opt in cls.options():
+            named = f" [env var: {opt.env}]" if opt.env and variables else ""
+            common: dict[str, Any] = {"dest": f.name, "help": opt.help + named}
+            if opt.parse is not None:
+                common["type"] = opt.parse
+            if isinstance(f.default, bool):
+                parser.add_argument(opt.flag, action="store_false" if f.default else "store_true", **common)
+            elif isinstance(f.default, tuple):
+                parser.add_argument(opt.flag, action="append", default=None, metavar=opt.metavar, **common)
+            else:
+                parser.add_argument(
+                    opt.flag,
+                    default=f.default,
+                    choices=opt.choices,
+                    metavar=opt.metavar,
+                    **common,
+                )
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """variable: the name of the field (and the option's dest) it stands in for."""
+        return {opt.env: f.name for f, opt in cls.options() if opt.env}
+
+    @classmethod
+    def from_args(cls: type[S], args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> S:
+        """The settings parsed into `args` (by a parser add_options() was given). A
+        repeatable option not given reads its variable, comma-separated; the others'
+        variables are read by the parser (labqueue.environment.defaults_from)."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f, opt in cls.options():
+            value = getattr(args, f.name)
+            if isinstance(f.default, tuple):
+                if not value and opt.env and environ.get(opt.env):
+                    parts = [part.strip() for part in environ[opt.env].split(",")]
+                    value = [_from_variable(opt, part) for part in parts if part]
+                value = tuple(value or ())
+            values[f.name] = value
+        return cls(**values)
+
+    def replace(self: S, **changes: Any) -> S:
+        """These settings with `changes` (field names), checked like new ones."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})  # type: ignore[arg-type]
+        if unknown:
+            raise InvalidArgument(f"{type(self).__name__} has no setting {', '.join(map(repr, unknown))}")
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def command_words(self) -> list[str]:
+        """The options that start a worker process with these settings: those that differ
+        from their default, as their flag would be written."""
+        words: list[str] = []
+        for f, opt in self.options():
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            if isinstance(f.default, bool):
+                words.append(opt.flag)
+            elif isinstance(f.default, tuple):
+                for item in value:
+                    words += [opt.flag, _written(item)]
+            else:
+                words += [opt.flag, str(value)]
+        return words
+
+
+def _written(item: Any) -> str:
+    """A repeatable option's item as its command line writes it."""
+    if not isinstance(item, Every):
+        return str(item)
+    if (item.payload, item.name, item.priority, item.queue) != (None, None, 0, validate.DEFAULT_QUEUE):
+        raise InvalidArgument(
+            f"a worker process is given --every KIND=DURATION only: {item!r} has more (a payload, "
+            "a name, a priority or a queue); run that schedule in this process (worker.run)"
+        )
+    return f"{item.kind}={item.seconds!r}"
+
+
+def _from_variable(opt: Option, text: str) -> Any:
+    if opt.parse is None:
+        return text
+    try:
+        return opt.parse(text)
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidArgument(f"{opt.env}={text!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class WorkerSettings(Settings):
+    """The options of every worker process, `labqueue worker`'s and a pool's alike."""
+
+    handlers: tuple[str, ...] = option(
+        (), "--handlers", "import this module of your own handlers (repeatable)",
+        metavar="MODULE", parse=module_name, env="LABQUEUE_HANDLERS",
+    )  # fmt: skip
+    poll: float = option(
+        DEFAULT_POLL, "--poll", f"seconds between looks for work when idle (default {DEFAULT_POLL})",
+        metavar="DURATION", parse=positive_duration,
+    )  # fmt: skip
+    max_attempts: int | None = option(
+        None, "--max-attempts", "attempts for jobs that the handlers enqueue (default: the queue's, 5)",
+        metavar="N", parse=whole_number,
+    )  # fmt: skip
+    backoff_base: float | None = option(
+        None, "--backoff-base",
+        "retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
+        metavar="DURATION", parse=positive_duration,
+    )  # fmt: skip
+    backoff_cap: float | None = option(
+        None, "--backoff-cap", "the largest retry backoff ceiling (default 60)",
+        metavar="DURATION", parse=positive_duration,
+    )  # fmt: skip
+    synchronous: str | None = option(
+        None, "--synchronous",
+        f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default NORMAL)",
+        metavar="LEVEL", parse=sync_level,
+    )  # fmt: skip
+    batch: int = option(
+        DEFAULT_BATCH, "--batch",
+        f"most jobs claimed and reported in one write transaction (default {DEFAULT_BATCH}); "
+        "a crash re-runs at most one batch",
+        metavar="N", parse=batch_size,
+    )  # fmt: skip
+    commit_interval: float = option(
+        DEFAULT_COMMIT_INTERVAL, "--commit-interval",
+        "within a batch, commit what has finished once this much time has passed "
+        f"(default {DEFAULT_COMMIT_INTERVAL})",
+        metavar="DURATION", parse=duration,
+    )  # fmt: skip
+    queues: str | None = option(
+        None, "--queues",
+        "take jobs from these named queues only (default: every queue); with several, "
+        "take turns between them, weighted (default weight 1)",
+        metavar="NAME[:WEIGHT],...", parse=queues_option, env="LABQUEUE_QUEUES",
+    )  # fmt: skip
+    strict: bool = option(
+        False, "--strict",
+        "with several --queues, take the highest priority across them instead of turns "
+        "(a flood in one queue can then starve the others)",
+    )  # fmt: skip
+    every: tuple[str | Every, ...] = option(
+        (), "--every",
+        "enqueue one KIND job per period of DURATION, exactly once however many workers "
+        "tick (repeatable; missed periods are skipped)",
+        metavar="KIND=DURATION", parse=every_option,
+    )  # fmt: skip
+    purge_after: float | None = option(
+        None, "--purge-after",
+        "remove done jobs that finished this long ago, every --purge-every seconds (default: keep them)",
+        metavar="DURATION", parse=duration,
+    )  # fmt: skip
+    purge_every: float = option(
+        DEFAULT_PURGE_EVERY, "--purge-every",
+        f"how often --purge-after runs (default {DEFAULT_PURGE_EVERY:g})",
+        metavar="DURATION", parse=positive_duration,
+    )  # fmt: skip
+    reconnect_limit: int | None = option(
+        None, "--reconnect-limit",
+        "after a lost connection to a database server, try to reconnect at most N times "
+        "(with capped, jittered backoff) before the worker exits with an error; 0 never reconnects "
+        "(default: keep trying until the server is back)",
+        metavar="N", parse=reconnect_limit,
+    )  # fmt: skip
+    job_timeout: float | None = option(
+        None, "--job-timeout",
+        "fail a job whose handler runs longer than this (a kind's own @handler(kind, timeout=...) "
+        "wins): 'timed out after N s', retried elsewhere after a backoff, and the worker process is "
+        "replaced (default: no limit)",
+        metavar="DURATION", parse=positive_duration, env="LABQUEUE_JOB_TIMEOUT",
+    )  # fmt: skip
+    wake: bool = option(
+        True, "--no-wake", "poll every --poll seconds when idle instead of waiting for producers' hints",
+    )  # fmt: skip
+    log_level: str = option(
+        "INFO", "--log-level", "the least important log records shown (default INFO)",
+        parse=str.upper, choices=LOG_LEVELS, env="LABQUEUE_LOG_LEVEL",
+    )  # fmt: skip
+    log_format: str = option(
+        "text", "--log-format", "text lines, or one JSON object per line (default text)",
+        choices=LOG_FORMATS, env="LABQUEUE_LOG_FORMAT",
+    )  # fmt: skip
+    log_success: bool = option(
+        False, "--log-success",
+        "log each job done at INFO (default: at DEBUG); every job line has job_id, kind, "
+        "queue, attempt, worker and duration_ms",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        """The same checks as the command line's, for settings made in code: a list of
+        names for `queues` is taken as written "a,b"."""
+        if self.queues is not None and not isinstance(self.queues, str):
+            object.__setattr__(self, "queues", ",".join(self.queues))
+        for name in ("handlers", "every"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        for f, opt in self.options():
+            value = getattr(self, f.name)
+            if value is None or value == f.default or isinstance(f.default, bool):
+                continue
+            items = value if isinstance(f.default, tuple) else (value,)
+            for item in items:
+                if not isinstance(item, Every):  # checked when it was made
+                    _check(f.name, opt, item)
+        if self.turn_weights and self.strict:
+            raise InvalidArgument(
+                "--strict orders jobs by priority across --queues; weights (NAME:WEIGHT) only set turns, "
+                f"got --queues {self.queues}"
+            )
+        if self.turn_weights and len(self.queue_names or ()) < 2:
+            raise InvalidArgument(
+                f"weights (NAME:WEIGHT) set turns between several queues; --queues {self.queues} names one"
+            )
+
+    @property
+    def queue_names(self) -> list[str] | None:
+        """The named queues to take jobs from, in order (None: every queue)."""
+        return None if self.queues is None else parse_queues(self.queues)[0]
+
+    @property
+    def turn_weights(self) -> dict[str, int]:
+        """The weights written in `queues` (a queue written without one has weight 1)."""
+        return {} if self.queues is None else parse_queues(self.queues)[1]
+
+    @property
+    def schedules(self) -> list[Every]:
+        """`every` as schedules: KIND=DURATION as written, or an Every made in code (which
+        may carry a payload, a name, a priority and a queue)."""
+        return [item if isinstance(item, Every) else parse_every(item) for item in self.every]
+
+    def queue_options(self) -> dict[str, Any]:
+        """What the JobQueue a worker opens takes from these settings (those given)."""
+        given = {
+            "max_attempts": self.max_attempts,
+            "backoff_base": self.backoff_base,
+            "backoff_cap": self.backoff_cap,
+            "synchronous": self.synchronous,
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
+
+def _check(name: str, opt: Option, value: Any) -> None:
+    """A value given in code, read as its option's text would be (`str(value)`): the same
+    refusal, as InvalidArgument naming the setting."""
+    if opt.parse is not None:
+        try:
+            opt.parse(str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise InvalidArgument(f"{name}: {exc}") from None
+    if opt.choices is not None and value not in opt.choices:
+        raise InvalidArgument(f"{name}: expected one of {', '.join(opt.choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PoolSettings(Settings):
+    """The supervisor's options of `labqueue worker` (its worker processes get the lease and
+    idle exit as arguments of their own, and never the rest)."""
+
+    id: str | None = option(
+        None, "--id", "this worker's name, stored on the jobs it claims (default HOST:PID)"
+    )  # fmt: skip
+    lease: float = option(
+        DEFAULT_LEASE, "--lease",
+        f"how long each claim holds a job before another worker may take it (default {DEFAULT_LEASE:g} s)",
+        metavar="DURATION", parse=positive_duration, env="LABQUEUE_LEASE",
+    )  # fmt: skip
+    idle_exit: float | None = option(
+        None, "--idle-exit", "leave after this long with nothing to do (default: run until stopped)",
+        metavar="DURATION", parse=duration,
+    )  # fmt: skip
+    concurrency: int = option(
+        1, "--concurrency", "run N supervised worker processes (default 1)",
+        metavar="N", parse=concurrency, env="LABQUEUE_CONCURRENCY",
+    )  # fmt: skip
+    grace: float | None = option(
+        None, "--grace",
+        "after a warm stop was asked for, stop the workers at once after this long "
+        "(default: wait for the current jobs, or a second signal)",
+        metavar="DURATION", parse=duration, env="LABQUEUE_GRACE",
+    )  # fmt: skip
+
+
+def worker_settings(given: WorkerSettings | None = None, **changes: Any) -> WorkerSettings:
+    """`given` (default settings when None) with `changes`, for functions that take both."""
+    settings = given if given is not None else WorkerSettings()
+    return settings.replace(**changes) if changes else settings

@@ -1,0 +1,169 @@
+"""The worker's settings, declared once (labqueue.settings): the parser, the LABQUEUE_*
+variables, a worker process's command line and the loop all come from the fields."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from labqueue import InvalidArgument
+from labqueue.cli import build_parser
+from labqueue.environment import worker_variables
+from labqueue.procs import worker_command
+from labqueue.schedule import Every
+from labqueue.settings import PoolSettings, WorkerSettings
+from labqueue.worker import WorkerLoop
+
+CHANGED = WorkerSettings(
+    handlers=("myapp.jobs", "other.jobs"),
+    poll=0.2,
+    max_attempts=3,
+    backoff_base=0.5,
+    backoff_cap=30.0,
+    synchronous="FULL",
+    batch=4,
+    commit_interval=0.0,
+    queues="mail:3,reports",
+    every=("report=60.0", "tidy=3600.0"),
+    purge_after=86400.0,
+    purge_every=30.0,
+    reconnect_limit=0,
+    job_timeout=900.0,
+    wake=False,
+    log_level="DEBUG",
+    log_format="json",
+    log_success=True,
+)
+STRICT = WorkerSettings(queues="mail,reports", strict=True)  # weights only go without --strict
+
+
+def parsed(argv: list[str], cls: type = WorkerSettings, environ: dict[str, str] | None = None):
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    cls.add_options(parser)
+    return cls.from_args(parser.parse_args(argv), environ={} if environ is None else environ)
+
+
+def test_every_field_is_changed_by_an_example():
+    """So the round trip below covers every option there is."""
+    for f in dataclasses.fields(WorkerSettings):
+        assert getattr(CHANGED, f.name) != f.default or getattr(STRICT, f.name) != f.default, f.name
+
+
+def test_no_options_are_the_defaults():
+    assert parsed([]) == WorkerSettings()
+    assert parsed([], PoolSettings) == PoolSettings()
+    assert WorkerSettings().command_words() == []
+
+
+def test_a_worker_process_is_started_with_exactly_the_settings_it_was_given():
+    assert parsed(STRICT.command_words()) == STRICT
+    words = CHANGED.command_words()
+    assert parsed(words) == CHANGED
+    cmd = worker_command("jobs.db", "w1", 30, 2.0, CHANGED)
+    options = cmd[cmd.index("labqueue.worker") + 1 : cmd.index("--")]
+    assert options == words and parsed(options) == CHANGED
+
+
+def test_keywords_change_the_settings_given():
+    assert worker_command("q.db", "w", 30, 2.0, CHANGED, batch=1) == worker_command(
+        "q.db", "w", 30, 2.0, dataclasses.replace(CHANGED, batch=1)
+    )
+    with pytest.raises(InvalidArgument, match="WorkerSettings has no setting 'batchsize'"):
+        WorkerSettings().replace(batchsize=3)
+
+
+def test_no_idle_exit_is_said_on_the_command_line():
+    cmd = worker_command("q.db", "w", 30, None)
+    assert "--no-idle-exit" in cmd[: cmd.index("--")] and cmd[cmd.index("--") + 1 :] == ["-", "w", "30"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch": 0}, r"batch: expected a whole number of at least 1, got '0'"),
+        ({"batch": 10_001}, r"batch: expected at most 10000 jobs"),
+        ({"poll": float("nan")}, r"poll: .*'nan'"),
+        ({"job_timeout": 0}, r"job_timeout: .*'0'"),
+        ({"synchronous": "SOMETIMES"}, r"synchronous: expected one of OFF, NORMAL, FULL, EXTRA"),
+        ({"log_format": "xml"}, r"log_format: expected one of text, json, got 'xml'"),
+        ({"queues": "mail:0"}, r"queues: .*weight of queue 'mail'"),
+        ({"every": ("report",)}, r"every: --every needs KIND=DURATION, got 'report'"),
+        ({"handlers": ("--poll=0",)}, r"handlers: a handler module name cannot be empty or begin with '-'"),
+        ({"handlers": ("a\x00b",)}, r"handlers: .*handler module"),
+        ({"queues": "mail:2"}, r"set turns between several queues; --queues mail:2 names one"),
+        ({"queues": "mail:2,reports", "strict": True}, r"--strict orders jobs by priority across --queues"),
+    ],
+)
+def test_settings_made_in_code_are_checked_like_the_command_lines(change, message):
+    with pytest.raises(InvalidArgument, match=message):
+        WorkerSettings(**change)
+
+
+def test_names_for_queues_are_taken_as_written():
+    settings = WorkerSettings(queues=["mail", "reports"])
+    assert settings.queues == "mail,reports" and settings.queue_names == ["mail", "reports"]
+    assert WorkerSettings(queues="mail:3,reports").turn_weights == {"mail": 3}
+
+
+def test_a_schedule_made_in_code_runs_in_process_but_a_worker_process_gets_kind_and_period_only():
+    plain, rich = Every("report", 60), Every("report", 60, payload={"to": "ops"})
+    assert WorkerSettings(every=(plain, "tidy=1h")).schedules == [plain, Every("tidy", 3600.0)]
+    assert WorkerSettings(every=(plain,)).command_words() == ["--every", "report=60"]
+    with pytest.raises(InvalidArgument, match="--every KIND=DURATION only"):
+        WorkerSettings(every=(rich,)).command_words()
+
+
+def test_the_loop_takes_what_the_settings_say():
+    loop = WorkerLoop("q.db", "w", 30, None, WorkerSettings(queues="mail:3,reports", batch=4, poll=0.2))
+    assert (loop.batch, loop.poll, loop.names) == (4, 0.2, ["mail", "reports"])
+    assert loop.turns is not None and loop.options == {}
+    strict = WorkerLoop(
+        "q.db", "w", 30, None, WorkerSettings(queues="mail,reports", strict=True, max_attempts=2)
+    )
+    assert strict.turns is None and strict.options == {"max_attempts": 2}
+
+
+def test_the_variables_come_from_the_fields_and_the_help_names_them():
+    variables = worker_variables()
+    assert variables == {
+        "LABQUEUE_LEASE": "lease",
+        "LABQUEUE_CONCURRENCY": "concurrency",
+        "LABQUEUE_GRACE": "grace",
+        "LABQUEUE_QUEUES": "queues",
+        "LABQUEUE_JOB_TIMEOUT": "job_timeout",
+        "LABQUEUE_LOG_LEVEL": "log_level",
+        "LABQUEUE_LOG_FORMAT": "log_format",
+    }
+    assert WorkerSettings.variables()["LABQUEUE_HANDLERS"] == "handlers"  # read by from_args
+    worker = build_parser()._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr]
+    text = worker.format_help().replace("\n", " ")
+    for variable in [*variables, "LABQUEUE_HANDLERS"]:
+        assert f"[env var: {variable}]" in " ".join(text.split())
+
+
+def test_labqueue_handlers_stands_in_for_handlers_not_given():
+    environ = {"LABQUEUE_HANDLERS": "myapp.jobs, other.jobs"}
+    assert parsed([], environ=environ).handlers == ("myapp.jobs", "other.jobs")
+    assert parsed(["--handlers", "mine"], environ=environ).handlers == ("mine",)  # the command line wins
+    with pytest.raises(InvalidArgument, match="LABQUEUE_HANDLERS='-x'"):
+        parsed([], environ={"LABQUEUE_HANDLERS": "-x"})
+
+
+def test_a_worker_process_reads_no_variable(tmp_path, monkeypatch, capsys):
+    """Its supervisor passed on what it read; a variable must not undo an option given there."""
+    from labqueue.worker import main
+
+    monkeypatch.setenv("LABQUEUE_HANDLERS", "no_such_module_here")
+    monkeypatch.setenv("LABQUEUE_DB", str(tmp_path / "q.db"))
+    main(["-", "w", "30", "0"])  # no handlers of its own: it refuses, or runs those registered
+    assert "no_such_module_here" not in capsys.readouterr().err
+
+
+def test_the_worker_process_help_names_no_variable(capsys):
+    from labqueue.worker import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "env var" not in capsys.readouterr().out
