@@ -36,6 +36,15 @@ def test_db_path_defaults_to_the_work_folder(tmp_path, monkeypatch):
     assert db_path("x") == tmp_path / "scratch" / "x.db"
 
 
+def test_the_work_folder_is_made_when_first_asked_for(tmp_path, monkeypatch):
+    """A notebook opened first in a fresh clone writes its scratch files there at once."""
+    from labqueue.demo.scratch import work_folder
+
+    monkeypatch.delenv(SCRATCH_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert work_folder() == tmp_path / "work" and (tmp_path / "work").is_dir()
+
+
 def test_work_folder_is_git_ignored():
     from pathlib import Path
 

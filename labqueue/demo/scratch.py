@@ -11,8 +11,11 @@ SCRATCH_ENV = "LABQUEUE_WORK"
 
 
 def work_folder() -> Path:
-    """The scratch folder: $LABQUEUE_WORK if set, else ./work (git-ignored)."""
-    return Path(os.environ.get(SCRATCH_ENV) or Path.cwd() / "work")
+    """The scratch folder: $LABQUEUE_WORK if set, else ./work (git-ignored); made if missing,
+    so a notebook opened first in a fresh clone can write there (notebook 17's log did not)."""
+    folder = Path(os.environ.get(SCRATCH_ENV) or Path.cwd() / "work")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def db_path(name: str, folder: str | os.PathLike[str] | None = None) -> Path:
