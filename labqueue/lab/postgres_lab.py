@@ -27,9 +27,9 @@ from ..queue import JobQueue
 from .assets import data_file, figure_png, new_figure
 from .scratch import work_folder
 
-DEFAULT_RACE_JOBS = 1_000
+DEFAULT_RACE_JOBS = 500
 DEFAULT_RACE_WORKERS = 4
-DEFAULT_DRAIN_JOBS = 1_000
+DEFAULT_DRAIN_JOBS = 500
 DEFAULT_PROCS = (1, 2, 4)
 TUTORIAL_JOBS = 10_000  # the benchmark's size (data/bench_pg.json has 5,000 per drain)
 START_TIMEOUT_SECONDS = 120.0
@@ -642,7 +642,7 @@ def panel(initial: Any = None, folder: str | Path | None = None, url: str | None
     import ipywidgets as w
 
     jobs = w.Dropdown(
-        options=[500, DEFAULT_DRAIN_JOBS, 5_000, TUTORIAL_JOBS], value=DEFAULT_DRAIN_JOBS, description="jobs"
+        options=[250, DEFAULT_DRAIN_JOBS, 1_000, 5_000, TUTORIAL_JOBS], value=DEFAULT_DRAIN_JOBS, description="jobs"
     )
     procs = w.SelectMultiple(options=[1, 2, 4, 8], value=DEFAULT_PROCS, description="workers", rows=4)
     button = w.Button(description="Run", button_style="primary", icon="play")

@@ -140,15 +140,15 @@ def test_postgres_panel_drains_both_backends(ran_notebook) -> None:
     chart = panel.locator("img.widget-image")
     src = chart.get_attribute("src")
     assert page.pixels_of_colour(chart, POSTGRES_RED) > 100, "the notebook's run is drawn until Run"
-    page.choose(panel, "jobs", "500")
-    wait_for(lambda: page.chosen(panel, "jobs"), lambda v: v == "500", "the jobs dropdown")
+    page.choose(panel, "jobs", "250")
+    wait_for(lambda: page.chosen(panel, "jobs"), lambda v: v == "250", "the jobs dropdown")
 
     page.button("Run").click()  # 1, 2 and 4 workers on each backend, the panel's default
     best = r"best: SQLite [\d,]+ jobs/s, PostgreSQL [\d,]+ jobs/s; duplicates 0"
     status = finished(panel, best, "the drains", timeout=120)
     new_picture(chart, src)
-    print(f"17 postgres panel: 500 jobs, 1/2/4 workers: {status[0]}")
-    page.screenshot("17_postgresql-500-jobs", whole=False)
+    print(f"17 postgres panel: 250 jobs, 1/2/4 workers: {status[0]}")
+    page.screenshot("17_postgresql-250-jobs", whole=False)
     assert page.problems() == []
 
 
