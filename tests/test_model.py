@@ -442,7 +442,7 @@ def postgres_model(pg_url) -> Iterator[None]:
 
 TestQueueModel = pytest.mark.slow(QueueMachine.TestCase)
 TestQueueModel.settings = settings(
-    max_examples=300,
+    max_examples=150,
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
