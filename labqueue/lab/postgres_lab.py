@@ -642,7 +642,9 @@ def panel(initial: Any = None, folder: str | Path | None = None, url: str | None
     import ipywidgets as w
 
     jobs = w.Dropdown(
-        options=[250, DEFAULT_DRAIN_JOBS, 1_000, 5_000, TUTORIAL_JOBS], value=DEFAULT_DRAIN_JOBS, description="jobs"
+        options=[250, DEFAULT_DRAIN_JOBS, 1_000, 5_000, TUTORIAL_JOBS],
+        value=DEFAULT_DRAIN_JOBS,
+        description="jobs",
     )
     procs = w.SelectMultiple(options=[1, 2, 4, 8], value=DEFAULT_PROCS, description="workers", rows=4)
     button = w.Button(description="Run", button_style="primary", icon="play")
