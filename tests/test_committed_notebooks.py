@@ -145,3 +145,12 @@ def test_every_notebook_gives_its_time_what_you_learned_and_glossary_links(path)
     assert linked and set(linked) <= anchors, (
         f"{path.name}: glossary links {linked} (known: {sorted(anchors)})"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_nbvals_markers_are_cell_tags_not_comments_in_sight(path):
+    """A learner never reads test machinery: a cell whose output nbval compares says so in its
+    tags (nbval reads both), not in a comment on its first line."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        assert not re.search(r"^\s*#\s*(NBVAL|PYTEST_VALIDATE)_", source, re.M), source[:80]
