@@ -203,9 +203,11 @@ def _cpu_limit():
 class PeakMemory:
     """The highest resident memory of a process and all its descendants (here JupyterLab, its
     kernels and the workers they start), sampled from a background thread. Shared pages are
-    counted once per process, so the figure errs high."""
+    counted once per process, so the figure errs high. Twice a second: each sample reads every
+    process of the machine (several ms in a test run), and what the course starts lives for
+    seconds at least."""
 
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
         import psutil
 
         self.root = psutil.Process(pid)
