@@ -154,3 +154,12 @@ def test_nbvals_markers_are_cell_tags_not_comments_in_sight(path):
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
         source = "".join(cell["source"])
         assert not re.search(r"^\s*#\s*(NBVAL|PYTEST_VALIDATE)_", source, re.M), source[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_check_heading_says_which_claims_it_checks(path):
+    """The learner reads, before the asserts, what they hold the notebook to."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        text = "".join(cell["source"]).strip()
+        if cell["cell_type"] == "markdown" and text.startswith("## Check"):
+            assert len(text.removeprefix("## Check").strip()) > 40, f"{path.name}: a bare Check heading"
