@@ -81,6 +81,7 @@ def ensure_venv(extra: str, project_after: Callable[[], None] | None = None) -> 
     if stamp.exists() and stamp.stat().st_mtime >= pyproject.stat().st_mtime:
         return
     started = time.monotonic()
+    print(f"installing .[{extra}] into {VENV}: a minute or two, once per pyproject.toml", flush=True)
     run([PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
     needs = dependencies(extra) if project_after is not None else None
     if needs:  # these touch nothing in the checkout

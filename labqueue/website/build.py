@@ -15,10 +15,13 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from ..redaction import redact
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -69,6 +72,20 @@ def repository(remote: str | None) -> str:
     """owner/name of the GitHub repository `remote` names, or the README's placeholder."""
     match = GITHUB.match((remote or "").strip())
     return match["repo"] if match else PLACEHOLDER_REPOSITORY
+
+
+def placeholder_note(remote: str | None) -> str | None:
+    """What to tell the person building the site when `remote` names no GitHub repository: the
+    Run links then open the README's placeholder, which no Binder can build. (A remote may
+    carry a token, so it is shown redacted.)"""
+    if repository(remote) != PLACEHOLDER_REPOSITORY:
+        return None
+    given = (remote or "").strip()
+    named = f"git's origin is {redact(given)!r}" if given else "there is no git origin"
+    return (
+        f"note: {named}, not a GitHub repository, so every 'Run this notebook' link names "
+        f"{PLACEHOLDER_REPOSITORY}; give --remote https://github.com/OWNER/NAME for working links"
+    )
 
 
 def run_link(repo: str, notebook: str, ref: str = "HEAD") -> str:
@@ -185,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True
         )
         remote = found.stdout if found.returncode == 0 else None
+    note = placeholder_note(remote)
+    if note:
+        print(note, file=sys.stderr)
     out = build(args.out, remote=remote)
     print(f"built {len(pages())} notebook pages into {out} (open {out / 'index.html'})")
     return 0
