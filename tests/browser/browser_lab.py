@@ -40,6 +40,11 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",  # containers often give /dev/shm only 64 MB; tall screenshots need more
 ]
 SCREENSHOTS = ROOT / "screenshots" / "browser"
+# A picture of each whole notebook after its clean run, for a person to look through: set
+# LABQUEUE_SCREENSHOTS=1. Off by default: each is the page rendered up to 16,000 px tall and
+# encoded, seconds of Chromium's CPU per notebook in a run nobody looks at. A failed run and
+# every panel a test drives are pictured either way.
+WHOLE_SCREENSHOTS = os.environ.get("LABQUEUE_SCREENSHOTS", "") not in ("", "0")
 BINDER_MEMORY = 2 * 1024**3  # mybinder.org gives a session 2 GB (and 1 CPU)
 # Set LABQUEUE_BROWSER_CPUS=1 to run JupyterLab, its kernels and their workers on one CPU, as
 # on Binder (Linux only); by default they use every CPU, to keep the suite quick.

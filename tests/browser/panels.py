@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from browser_lab import BINDER_MEMORY, ROOT, LabServer
+from browser_lab import BINDER_MEMORY, ROOT, WHOLE_SCREENSHOTS, LabServer
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The notebooks from this number on are run by test_notebooks_10_to_17_in_browser.py: one file of
@@ -112,7 +112,8 @@ def run_clean(
                 page.screenshot(notebook.stem)
             raise
         seconds = time.monotonic() - started
-        page.screenshot(notebook.stem)
+        if WHOLE_SCREENSHOTS:
+            page.screenshot(notebook.stem)
         problems = page.problems(state)
         assert problems == [], f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
         # every figure the committed notebook shows is drawn on the page too, as a picture

@@ -9,7 +9,8 @@ they redraw as a control changes), and the page checked for what that must show 
 race's new plot, the lease playground's row changing hands, the crash lab's takeover, a new blue
 bar in the throughput chart, the dashboard's counts, ...). A test that drives notebook NN
 (marked drives("NN")) runs right after NN's clean run, on the page that run left open, and
-closes it. Screenshots of every page go to screenshots/browser/ (git-ignored).
+closes it. Pictures of each driven panel and of any notebook whose run failed go to
+screenshots/browser/ (git-ignored); LABQUEUE_SCREENSHOTS=1 adds one of every whole notebook.
 
 This file takes notebooks 00 to 09 and the checks of the course environment itself;
 test_notebooks_10_to_17_in_browser.py takes the rest, so the two halves run side by side.
