@@ -49,7 +49,6 @@ from .signals import StopEvent, stop_on
 from .validate import DEFAULT_QUEUE, FINISHED_STATES
 
 PROG = "labqueue"
-DEFAULT_LEASE = 30.0
 DEFAULT_WATCH = 2.0
 DEFAULT_METRICS_PORT = 9187
 TOOLS = {

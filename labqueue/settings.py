@@ -194,7 +194,7 @@ class Settings:
     def from_args(cls: type[S], args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> S:
         """The settings parsed into `args` (by a parser add_options() was given). A
         repeatable option not given reads its variable, comma-separated; the others'
-        variables are read by the parser (labqueue.environment.defaults_from)."""
+        variables are read by the parser (labqueue.environment.worker_defaults)."""
         environ = os.environ if environ is None else environ
         values = {}
         for f, opt in cls.options():

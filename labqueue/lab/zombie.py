@@ -421,18 +421,23 @@ class ZombieRun:
         return pd.DataFrame(rows).set_index("job").round(2)
 
 
+def _state(pid: int) -> str | None:
+    """Process `pid`'s state letter from /proc (S asleep, T stopped, ...); None where /proc
+    cannot tell (not Linux, or the process is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _stopped(pid: int, timeout: float = 2.0) -> None:
     """Wait until process `pid` is stopped (Linux says so in /proc; elsewhere, a short wait)."""
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.exists():
+    if _state(pid) is None:
         time.sleep(0.05)
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                return
-        except (OSError, IndexError):
+        if _state(pid) in ("T", "t", None):
             return
         time.sleep(0.002)
 
@@ -442,10 +447,12 @@ def _in_the_call(pid: int) -> bool:
     0.5 s mail call. A worker caught between its claim's commit and the call (a loaded machine
     can leave it there for a while) would, frozen there, make its whole call after the thaw, and
     the new holder could finish first. Where /proc cannot tell (not Linux), yes."""
+    state = _state(pid)
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
-    except (OSError, IndexError):
+    except OSError:
+        return True
+    if state is None:
         return True
     # wchan names the kernel function it sleeps in; some kernels hide it ("0")
     return state == "S" and ("sleep" in wchan or wchan in ("", "0"))
