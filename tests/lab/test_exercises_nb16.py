@@ -48,4 +48,4 @@ def test_the_notebooks_answer_passes_and_its_starting_point_does_not():
     assert nb16.check_period_key(namespace["period_key"])
     checker = next(c for c in cells[start:] if c.cell_type == "code" and "nb16.check_" in c.source)
     shown = " ".join(o.get("data", {}).get("text/html", "") for o in checker.outputs)
-    assert "NOT YET" in shown, "the committed notebook shows the starting point's verdict"
+    assert "YOUR TURN" in shown, "the committed notebook shows the starting point's verdict"

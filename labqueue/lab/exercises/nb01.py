@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...tutorial.race import connect
 from .. import race
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 N_JOBS = 400
 WORKERS = 4
@@ -183,3 +183,5 @@ WRONG = {
         {"claim": TAKE_ANSWER},
     ],
 }
+
+starting_points(__name__)

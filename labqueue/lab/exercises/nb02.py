@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...clock import FakeClock
 from ...tutorial import jobqueue as tutorial
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 START = 1000.0
 LEASE = 45.0
@@ -167,3 +167,5 @@ WRONG = {
         {"ready_where": "state = 'queued' AND visible_at <= :now"},  # never reclaims an expired lease
     ],
 }
+
+starting_points(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...errors import InvalidArgument
 from .. import crash
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 #: The gap the learner must get under, in seconds.
 TARGET_GAP = 1.0
@@ -79,3 +79,5 @@ WRONG = {
         {"lease": 0.5, "predicted_gap": 0.0},
     ]
 }
+
+starting_points(__name__)

@@ -23,7 +23,7 @@ from pathlib import Path
 from ...clock import FakeClock
 from ...tutorial.jobqueue import Job, JobQueue
 from ..demo_handlers import LEDGER_TABLE, ledger_effect
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 LEASE = 30.0
 
@@ -306,3 +306,5 @@ WRONG = {
         {"statement": FAIL_START.replace("WHERE id = :id", "WHERE id = :id AND lease_token = 'x'")},
     ],
 }
+
+starting_points(__name__)

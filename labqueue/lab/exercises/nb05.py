@@ -18,7 +18,7 @@ from pathlib import Path
 from ...tutorial.jobqueue import Job, JobQueue
 from ..effects import LedgerClosed, grant_queue
 from ..walks import LEASE, add_credits, credits
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 Effect = Callable[[sqlite3.Connection], object]
 Finish = Callable[[JobQueue, Job, Effect], object]
@@ -131,3 +131,5 @@ CHECKERS = {"finish": check_finish}
 STARTERS = {"finish": {"finish": starter_finish}}
 ANSWERS = {"finish": {"finish": answer_finish}}
 WRONG = {"finish": [{"finish": wrong_finish}, {"finish": lambda q, job, effect: q.complete(job)}]}
+
+starting_points(__name__)

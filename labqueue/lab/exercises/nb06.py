@@ -18,7 +18,7 @@ from pathlib import Path
 from ...tutorial.jobqueue import Job, JobQueue
 from ...tutorial.keepalive import KeepAlive
 from .. import heartbeat
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 LEASE = 0.5
 WORK = 1.5  # three leases
@@ -88,3 +88,5 @@ CHECKERS = {"handler": check_handler}
 STARTERS = {"handler": {"handler": starter_handler}}
 ANSWERS = {"handler": {"handler": answer_handler}}
 WRONG = {"handler": [{"handler": wrong_handler}, {"handler": lambda path, job, lease, work: None}]}
+
+starting_points(__name__)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...clock import FakeClock
 from ...tutorial.jobqueue import JobQueue
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 Backoff = Callable[[int, float, float, Callable[[], float]], float]
 
@@ -199,3 +199,5 @@ WRONG = {
         {"max_attempts": 5, "dead_in_round": 6, "attempts": 6},  # the retiring claim does not count
     ],
 }
+
+starting_points(__name__)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...tutorial import jobqueue as tutorial
 from ..claim_index import now_after, plan, scans_table, seed
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 N_DONE = 20_000
 N_QUEUED = 50
@@ -230,3 +230,5 @@ WRONG = {
         {"query": "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')"},
     ],
 }
+
+starting_points(__name__)

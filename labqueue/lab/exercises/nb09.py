@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...tutorial import jobqueue as tutorial
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 LEVELS = ("NORMAL", "FULL")
 EVENTS = ("application crash", "power loss")
@@ -113,3 +113,5 @@ WRONG = {
         {"synchronous": "OFF", "lost": dict(TRUTH)},
     ],
 }
+
+starting_points(__name__)

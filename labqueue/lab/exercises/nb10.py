@@ -15,7 +15,7 @@ from typing import Any
 from ...clock import FakeClock
 from ...queue import JobQueue
 from ..walks import ops_queue
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 ALARMS = ("backlog", "dead", "expired leases")
 MAX_AGE_S = 60.0
@@ -159,3 +159,5 @@ CHECKERS = {"alert_rule": check_alert_rule}
 STARTERS = {"alert_rule": {"rule": _starter}}
 ANSWERS = {"alert_rule": {"rule": _answer}}
 WRONG = {"alert_rule": [{"rule": _dead_only_when_many}, {"rule": _running_means_expired}, {"rule": len}]}
+
+starting_points(__name__)

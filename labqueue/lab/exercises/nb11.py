@@ -19,7 +19,7 @@ from typing import Any
 
 from ...clock import FakeClock
 from ...tutorial.jobqueue import JobQueue
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 STILL_RUNNING = "SELECT 1 FROM jobs WHERE id = ? AND lease_token = ? AND state = 'running'"
 
@@ -138,3 +138,5 @@ CHECKERS = {"heartbeat_test": check_heartbeat_test}
 STARTERS = {"heartbeat_test": {"test": _starter}}
 ANSWERS = {"heartbeat_test": {"test": _answer}}
 WRONG = {"heartbeat_test": [{"test": _untrue}, {"test": _only_the_answer}]}
+
+starting_points(__name__)

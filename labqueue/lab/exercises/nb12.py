@@ -21,7 +21,7 @@ from pathlib import Path
 from ...clock import FakeClock
 from ...tutorial.jobqueue import RETIRE_EXHAUSTED, Job, JobQueue
 from ..demo_handlers import LEDGER_TABLE, ledger_effect
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 LEASE = 30.0
 MAX_ATTEMPTS = 3
@@ -207,3 +207,5 @@ WRONG = {
         {"answers": {"A": 1, "B": 2, "C": 1}},
     ],
 }
+
+starting_points(__name__)

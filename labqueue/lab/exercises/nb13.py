@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...clock import FakeClock
 from ...tutorial.jobqueue import JobQueue
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 NOW = 1040.0
 # Each scene holds one job, set up as its description says; True where a claim at t=1040 takes it.
@@ -75,3 +75,5 @@ WRONG = {
         {"ready_query": "UPDATE jobs SET worker = 'x' RETURNING 1"},
     ]
 }
+
+starting_points(__name__)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ...clock import FakeClock
 from ...queue import JobQueue
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 T0 = 100_000.0  # when the old jobs finished
 RECENT = T0 + 3000  # when the recent ones finished, and "now"
@@ -182,3 +182,5 @@ WRONG = {
         {"where": "WHERE id > :after"},
     ]
 }
+
+starting_points(__name__)

@@ -22,7 +22,7 @@ from ...errors import InvalidArgument
 from ...queue import JobQueue, new_token
 from ..claim_index import plan
 from ..priorities import simulate, subselect
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 # -- 1. the claim's ORDER BY ---------------------------------------------------------------
 
@@ -157,3 +157,5 @@ WRONG = {
         {"queues": "mail:3,webhooks:0,reports:4"},  # a weight must be at least 1
     ],
 }
+
+starting_points(__name__)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...clock import FakeClock
 from ...queue import JobQueue, period_start
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 PeriodKey = Callable[[str, float, float], str]
 
@@ -153,3 +153,5 @@ WRONG = {
         {"period_key": wrong_period_key_no_period},
     ]
 }
+
+starting_points(__name__)

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from . import Verdict, not_yet, passed
+from . import Verdict, not_yet, passed, starting_points
 
 # Only a locking clause may go in: this is the learner's own SQL, but nothing else.
 CLAUSE = re.compile(r"(FOR (UPDATE|NO KEY UPDATE|SHARE|KEY SHARE)( NOWAIT| SKIP LOCKED)?)?")
@@ -137,3 +137,5 @@ STARTERS = {"locking_clause": {"locking": ""}}
 ANSWERS = {"locking_clause": {"locking": "FOR UPDATE SKIP LOCKED"}}
 #: Wrong versions: a claim that waits for the other worker, and one that errors instead.
 WRONG = {"locking_clause": [{"locking": "FOR UPDATE"}, {"locking": "FOR UPDATE NOWAIT"}]}
+
+starting_points(__name__)
