@@ -40,7 +40,7 @@ def test_a_page_gains_its_run_link_and_points_at_the_sites_glossary():
 def test_the_index_lists_both_parts_in_order():
     text = build.index_text(build.pages())
     part1, part2 = text.index(":caption: Part 1"), text.index(":caption: Part 2")
-    assert part1 < part2 < text.index("glossary\n```")
+    assert part1 < part2 < text.index("glossary\nfeedback\n```")
     assert text.index("12_chaos", part1) < part2 < text.index("14_retention", part2)
 
 
@@ -49,3 +49,32 @@ def test_a_link_to_a_repository_file_points_at_it_on_github():
     text = json.dumps(build.page_source(page, "ada/labqueue"))
     assert "](../README.md" not in text
     assert "](https://github.com/ada/labqueue/blob/HEAD/README.md#the-package)" in text
+
+
+def test_every_figure_has_alt_text_from_its_title_or_its_section():
+    for page in build.pages():
+        for cell in build.page_source(page, "ada/labqueue")["cells"]:
+            if any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
+                alt = cell["metadata"]["mystnb"]["image"]["alt"]
+                assert alt.startswith("Chart") and len(alt) > len("Chart: "), (page.name, alt)
+
+
+def test_the_figure_says_what_it_plots_for_its_alt_text():
+    from labqueue.lab.assets import describe, new_figure
+
+    fig, ax = new_figure()
+    ax.set_xlabel("workers")
+    ax.set_ylabel("jobs per second")
+    assert describe(fig) == "Chart: jobs per second against workers"
+    ax.set_title("Drain rate")
+    assert describe(fig) == "Chart: Drain rate"
+    assert fig._repr_png_()[1] == {"alt": "Chart: Drain rate"}
+
+
+def test_every_page_says_where_to_ask_and_the_feedback_page_names_the_issues():
+    assert "](feedback.md)" in build.index_text(build.pages())
+    for page in build.pages():
+        text = json.dumps(build.page_source(page, "ada/labqueue"))
+        assert "../docs/feedback.md" not in text and "(feedback.md)" in text, page.name
+    feedback = build.feedback_text("ada/labqueue")
+    assert "https://github.com/ada/labqueue/issues" in feedback and "](workshop.md)" not in feedback

@@ -58,12 +58,33 @@ def _figure_class() -> Any:
         from matplotlib.figure import Figure
 
         class CourseFigure(Figure):
-            def _repr_png_(self) -> bytes:
-                return figure_png(self)
+            def _repr_png_(self) -> tuple[bytes, dict[str, str]]:
+                # IPython keeps the second item as the output's metadata: the site's alt text.
+                alt = describe(self)
+                return figure_png(self), ({"alt": alt} if alt else {})
 
         CourseFigure.__name__ = CourseFigure.__qualname__ = "Figure"  # reads as <Figure size ...>
         _FIGURE_CLASS = CourseFigure
     return _FIGURE_CLASS
+
+
+def describe(fig: Any) -> str:
+    """A figure in words, for the alt text of its image: its title, else each panel's title, else
+    what each panel plots against what; empty when it says none of these."""
+    said: list[str] = []
+    suptitle = getattr(fig, "_suptitle", None)
+    for text in [suptitle.get_text() if suptitle is not None else ""] + [_panel(ax) for ax in fig.axes]:
+        if text and text not in said:
+            said.append(text)
+    return "Chart: " + "; ".join(said) if said else ""
+
+
+def _panel(ax: Any) -> str:
+    title = ax.get_title() or ax.get_title("left")
+    if title:
+        return " ".join(title.split())
+    y, x = ax.get_ylabel(), ax.get_xlabel()
+    return f"{y} against {x}" if y and x else y or x
 
 
 def figure_png(fig: Any) -> bytes:

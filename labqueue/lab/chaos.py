@@ -26,7 +26,7 @@ from ..chaos.supervisor import RECORD_TABLES, TICK, ChaosConfig, ChaosResult, Su
 from ..demo.handlers import LEDGER_TABLE
 from ..pool import WorkerPool
 from ..tutorial import process
-from .assets import DPI, FIGSIZE_TALL, data_file, figure_png
+from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
 
 DATA_FILE = "chaos_tutorial.csv"
@@ -246,11 +246,7 @@ def fates_table(result: ChaosResult) -> Any:
 
 def plot_timeline(result: ChaosResult):
     """Worker lifetimes per pool slot, with crash, kill and pause marks, over jobs finished."""
-    import matplotlib.pyplot as plt
-
-    fig, (lanes, done) = plt.subplots(
-        2, 1, figsize=FIGSIZE_TALL, dpi=DPI, sharex=True, gridspec_kw={"height_ratios": [2, 1]}
-    )
+    fig, (lanes, done) = new_figure(2, 1, tall=True, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     end = result.elapsed
     for life in result.workers:
         stop = life.ended if life.ended is not None else end
@@ -290,8 +286,6 @@ def plot_timeline(result: ChaosResult):
     done.set_xlabel("time since the start (s)")
     done.set_xlim(0, max(end, 0.1))
     done.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 

@@ -133,7 +133,10 @@ def _html(model_id: str, models: dict[str, dict]) -> str:
         for buffer in model.get("buffers", []):
             if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64":
                 kind = html.escape(str(state.get("format", "png")))
-                return f"<img style='max-width:100%' src='data:image/{kind};base64,{buffer['data']}'>"
+                return (
+                    f"<img style='max-width:100%' alt='Chart in the panel, as it was saved' "
+                    f"src='data:image/{kind};base64,{buffer['data']}'>"
+                )
         return ""
     if name in ("DropdownModel", "SelectModel", "ToggleButtonsModel", "RadioButtonsModel"):
         labels = state.get("_options_labels", [])

@@ -22,7 +22,7 @@ from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..pool import WorkerPool
 from ..queue import JobQueue
-from .assets import DPI, FIGSIZE, figure_png
+from .assets import DPI, FIGSIZE, figure_png, new_figure
 from .demo_handlers import DEMO_HANDLERS, HANDLERS, LEDGER_TABLE
 
 DEMO_MIX: dict[str, int] = {"credit": 40, "noop": 40, "bad": 4}
@@ -403,11 +403,8 @@ def draw_history(
 
 def plot_history(history: Any, events: Sequence[tuple[float, str]] = ()):
     """The chart as a notebook figure."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    fig, ax = new_figure()
     draw_history(ax, history, events)
-    plt.close(fig)
     return fig
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from ..clock import FakeClock
 from ..errors import InvalidArgument
 from ..tutorial import process
-from .assets import DPI, FIGSIZE, figure_png
+from .assets import figure_png, new_figure
 from .scratch import db_path
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -255,12 +255,11 @@ def backoff_table(n: int = 5, attempts: int = 3) -> Any:
 
 def plot_durations(run: TestRun, title: str = "Time per test"):
     """Every test's time, slowest first, on a log scale, coloured by outcome."""
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     table = run.table.sort_values("ms", ascending=False).reset_index(drop=True)
     colors = {"passed": "tab:green", "failed": "tab:red", "error": "tab:red", "skipped": "0.6"}
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    fig, ax = new_figure()
     ax.bar(table.index, table["ms"].clip(lower=0.1), color=[colors[o] for o in table["outcome"]], width=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("tests, slowest first")
@@ -269,7 +268,6 @@ def plot_durations(run: TestRun, title: str = "Time per test"):
     ax.set_title(title, fontsize=10)
     present = [o for o in colors if (table["outcome"] == o).any()]
     ax.legend([Patch(color=colors[o]) for o in present], present, fontsize=7, frameon=False)
-    plt.close(fig)
     return fig
 
 

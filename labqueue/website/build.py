@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = ROOT / "docs" / "glossary.md"
+FEEDBACK = ROOT / "docs" / "feedback.md"
 OUT = ROOT / "build" / "site"
 PART_2_FROM = "13"  # the bridge to labqueue opens Part 2
 # The repository the Binder links build when no GitHub remote is known (README's placeholder).
@@ -94,12 +95,36 @@ def run_link(repo: str, notebook: str, ref: str = "HEAD") -> str:
     return f"https://mybinder.org/v2/gh/{repo}/{quote(ref, safe='')}?urlpath={urlpath}"
 
 
+def image_alt(cell: dict, heading: str) -> str:
+    """The alt text of a code cell's figures: what the figure says of itself (the course's figures
+    carry their title, or what they plot against what, in the output's metadata), else the
+    section it is drawn in."""
+    said = [
+        str(out.get("metadata", {}).get("image/png", {}).get("alt", ""))
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]
+    known = [text for text in said if text]
+    return "; ".join(dict.fromkeys(known)) if known else f"Chart in the section: {heading}"
+
+
 def page_source(page: Page, repo: str) -> dict:
-    """The notebook as the site renders it: a run link first, glossary links to the site's page."""
+    """The notebook as the site renders it: a run link first, glossary and feedback links to the
+    site's pages, and alt text on every figure."""
     nb = json.loads(page.path.read_text(encoding="utf-8"))
+    heading = page.title
     for cell in nb["cells"]:
+        figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        if cell["cell_type"] == "code" and figures:
+            options = cell.setdefault("metadata", {}).setdefault("mystnb", {})
+            options["image"] = {"alt": image_alt(cell, heading)}
         if cell["cell_type"] == "markdown":
-            text = "".join(cell["source"]).replace("../docs/glossary.md", "glossary.md")
+            text = "".join(cell["source"])
+            heading = next(
+                (line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")), heading
+            )
+            for doc in ("glossary", "feedback"):
+                text = text.replace(f"../docs/{doc}.md", f"{doc}.md")
             # Other repository files (the README) are not pages of the site: link to them on GitHub.
             text = REPOSITORY_LINK.sub(rf"](https://github.com/{repo}/blob/HEAD/\1)", text)
             cell["source"] = text.splitlines(keepends=True)
@@ -152,8 +177,22 @@ the [glossary](glossary.md).
 :maxdepth: 1
 
 glossary
+feedback
 ```
-"""
+
+{ASK}"""
+
+
+ASK = "\n**Questions or feedback?** See [where to ask](feedback.md).\n"
+
+
+def feedback_text(repo: str) -> str:
+    """docs/feedback.md with the link to the repository's issues, which the site knows (the teacher's
+    guide it names is not a page of the site: it is linked on GitHub)."""
+    text = FEEDBACK.read_text(encoding="utf-8").replace(
+        "](workshop.md)", f"](https://github.com/{repo}/blob/HEAD/docs/workshop.md)"
+    )
+    return text + (f"\nThis course's issues: [github.com/{repo}/issues](https://github.com/{repo}/issues).\n")
 
 
 def build(out: Path = OUT, *, remote: str | None = None, quiet: bool = True) -> Path:
@@ -168,7 +207,8 @@ def build(out: Path = OUT, *, remote: str | None = None, quiet: bool = True) -> 
     for page in found:
         (source / page.path.name).write_text(json.dumps(page_source(page, repo)), encoding="utf-8")
     (source / "index.md").write_text(index_text(found), encoding="utf-8")
-    shutil.copy(GLOSSARY, source / "glossary.md")
+    (source / "glossary.md").write_text(GLOSSARY.read_text(encoding="utf-8") + ASK, encoding="utf-8")
+    (source / "feedback.md").write_text(feedback_text(repo), encoding="utf-8")
     shutil.copytree(HERE / "_static", source / "_static")
     shutil.rmtree(out, ignore_errors=True)
     command = [

@@ -53,7 +53,7 @@ def page(browser, site):
     context.close()
 
 
-NAMES = ["index", "glossary"] + [p.name for p in pages()]
+NAMES = ["index", "glossary", "feedback"] + [p.name for p in pages()]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -63,7 +63,11 @@ def test_every_page_loads_offline_with_its_figures_drawn(page, site, name):
     assert not page.outside, f"{name} asked the network for {page.outside}"
     sizes = page.eval_on_selector_all("article img", "imgs => imgs.map(i => [i.complete, i.naturalWidth])")
     assert all(done and width > 0 for done, width in sizes), f"{name}: undrawn figures {sizes}"
-    if name not in ("index", "glossary"):
+    # Alt text says what a figure shows: never empty, never the file's hashed name.
+    alts = page.eval_on_selector_all("article img", "imgs => imgs.map(i => i.getAttribute('alt') || '')")
+    assert all(alt.startswith("Chart") for alt in alts), f"{name}: images without alt text: {alts}"
+    assert name == "feedback" or "where to ask" in page.inner_text("article"), f"{name}: no feedback link"
+    if name not in ("index", "glossary", "feedback"):
         run = page.locator(".run-live a").first.get_attribute("href")
         assert run.startswith("https://mybinder.org/v2/gh/example/labqueue/") and name in run
         assert page.locator("a.prev-page, a.next-page").count() >= 1  # previous / next links
@@ -72,7 +76,7 @@ def test_every_page_loads_offline_with_its_figures_drawn(page, site, name):
 
 def test_the_notebook_pages_have_their_figures(page, site):
     drawn = 0
-    for name in NAMES[2:]:
+    for name in NAMES[3:]:
         page.goto(f"{site}/{name}.html", wait_until="load")
         drawn += page.locator("article img").count()
     assert drawn >= 30  # the course's plots and diagrams, as committed

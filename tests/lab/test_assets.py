@@ -77,4 +77,7 @@ def test_importing_assets_leaves_matplotlib_alone():
 def test_a_course_figure_draws_itself_as_png_without_pyplot():
     fig, ax = assets.new_figure()
     ax.plot([0, 1], [0, 1])
-    assert fig._repr_png_().startswith(b"\x89PNG\r\n\x1a\n")
+    png, metadata = fig._repr_png_()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and metadata == {}  # nothing to say: no alt text
+    ax.set_title("Drain rate")
+    assert fig._repr_png_()[1] == {"alt": "Chart: Drain rate"}
