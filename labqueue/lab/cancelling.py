@@ -28,6 +28,7 @@ from ..queue import Finished, Job, JobQueue
 from .assets import new_figure
 from .demo_handlers import LEDGER_TABLE, ledger_effect
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 # -- schema version 2: an old file gains the state --------------------------------------
@@ -428,7 +429,7 @@ def cancel_panel(board: CancelBoard):
         counts = board.q.counts() if board.q is not None else {}
         live = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         status.value = f"<b>t = {board.now:g} s</b> &nbsp; {live}"
-        table.value = board.rows().reset_index().to_html(index=False, border=0)
+        table.value = html_table(board.rows().reset_index())
         tail = html.escape("\n".join(board.log[-8:]) or "(nothing yet: press Step 1 s)")
         log.value = f"<pre style='font-size:11px; margin:0'>{tail}</pre>"
 

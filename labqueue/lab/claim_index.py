@@ -30,6 +30,7 @@ from ..errors import InvalidArgument
 from ..tutorial import jobqueue as tutorial
 from .assets import data_file, figure_png, new_figure
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 BASE = 1_000_000.0
@@ -289,7 +290,9 @@ def claim_index_panel(
     default = DEFAULT_DONE if DEFAULT_DONE in sizes else sizes[0]
     options = [(f"{n:,} done rows", n) for n in sizes]
     size = widgets.Dropdown(options=options, value=default, description="table")
-    button = widgets.Button(description="seed and measure", button_style="primary")
+    button = widgets.Button(
+        description="seed and measure", button_style="primary", layout=widgets.Layout(width="auto")
+    )
     status = widgets.HTML()
     progress = widgets.Output()  # the seeding and timing progress bars appear here
     table = widgets.HTML()
@@ -297,9 +300,7 @@ def claim_index_panel(
     published = tutorial_figures()
 
     def show(results: pd.DataFrame, note: str) -> None:
-        table.value = (
-            results.drop(columns=["claim plan", "retire plan"]).reset_index().to_html(index=False, border=0)
-        )
+        table.value = html_table(results.drop(columns=["claim plan", "retire plan"]).reset_index())
         picture.value = figure_png(plot_latency(results, published))
         status.value = note  # last, so the note never describes an older chart
 

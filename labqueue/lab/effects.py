@@ -19,6 +19,7 @@ from ..errors import InvalidArgument
 from ..tutorial.jobqueue import Job, JobQueue
 from .assets import figure_png, new_figure
 from .scratch import db_path
+from .tables import html_table
 from .walks import ACCOUNTS_TABLE, ADA_GRANT, LEASE, Folder, add_credits, credits
 
 Design = Literal["separate", "together"]
@@ -175,7 +176,7 @@ def effects_panel(folder: Folder = None, queue_class: type | None = None):
         steps = replay(design.value, stall.value, folder, queue_class)
         lease_note = "after" if stall.value >= WORKER_B_POLLS_AT else "before"
         picture.value = figure_png(plot_account(account_before_after(stall.value, folder, queue_class)))
-        table.value = steps_table(steps).to_html(index=False, border=0)
+        table.value = html_table(steps_table(steps))
         summary.value = (  # last, so the sentence never describes an older chart
             f"<b>worker-a wakes up at t={stall.value:.0f} s, {lease_note} worker-b looks for work "
             f"(t={WORKER_B_POLLS_AT:.0f} s, lease {LEASE_SECONDS:.0f} s): ada ends with "

@@ -27,6 +27,7 @@ from ..tutorial.jobqueue import Job, JobQueue
 from ..tutorial.keepalive import KeepAlive
 from .assets import figure_png, new_figure
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 POLL_SECONDS = 0.05  # how often an idle worker asks for a job
@@ -347,14 +348,16 @@ def heartbeat_panel(
 
     lease = widgets.FloatSlider(value=1.0, min=0.2, max=3.0, step=0.1, description="lease (s)")
     work = widgets.FloatSlider(value=3.0, min=0.2, max=6.0, step=0.1, description="work (s)")
-    button = widgets.Button(description="run both scenarios", button_style="primary")
+    button = widgets.Button(
+        description="run both scenarios", button_style="primary", layout=widgets.Layout(width="auto")
+    )
     status = widgets.HTML()
     table = widgets.HTML()
     picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="640px"))
 
     def show(runs: list[Run], note: str) -> None:
         picture.value = figure_png(plot_timeline(runs))
-        table.value = summary_table(runs).reset_index().to_html(index=False, border=0, na_rep="–")
+        table.value = html_table(summary_table(runs).reset_index())
         status.value = note  # last, so the note never describes an older chart
 
     def on_run(_button: object = None) -> None:

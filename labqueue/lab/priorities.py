@@ -31,6 +31,7 @@ from ..queue import JobQueue
 from .assets import figure_png, new_figure
 from .claim_index import BULK_LOAD, CHUNK, plan
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 QUEUES = ("mail", "webhooks", "reports")
@@ -273,7 +274,9 @@ def latency_panel(initial: pd.DataFrame | None = None, folder: Folder = None, si
     size = widgets.Dropdown(
         options=[(f"{n:,} finished rows", n) for n in sizes], value=DEFAULT_DONE, description="table"
     )
-    button = widgets.Button(description="seed and time claims", button_style="primary")
+    button = widgets.Button(
+        description="seed and time claims", button_style="primary", layout=widgets.Layout(width="auto")
+    )
     status = widgets.HTML()
     progress = widgets.Output()
     table = widgets.HTML()
@@ -281,7 +284,7 @@ def latency_panel(initial: pd.DataFrame | None = None, folder: Folder = None, si
     small = initial[initial["finished rows"] == SMALL] if initial is not None else None
 
     def show(results: pd.DataFrame, note: str) -> None:
-        table.value = results.drop(columns=["query plan"]).to_html(index=False, border=0)
+        table.value = html_table(results.drop(columns=["query plan"]))
         picture.value = figure_png(plot_latency(results))
         status.value = note
 
@@ -658,7 +661,7 @@ def fairness_panel(initial: Mapping[str, SimResult] | None = None, folder: Folde
         )
 
     def show(runs: Mapping[str, SimResult], note: str) -> None:
-        table.value = wait_table(runs, by=["queue", "priority"]).reset_index().to_html(index=False, border=0)
+        table.value = html_table(wait_table(runs, by=["queue", "priority"]).reset_index())
         picture.value = figure_png(plot_progress(runs))
         waits.value = figure_png(plot_waits(runs))
         status.value = note

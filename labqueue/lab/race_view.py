@@ -10,6 +10,7 @@ import pandas as pd
 
 from .assets import data_file, figure_png, new_figure
 from .race import DEFAULT_JOBS, DEFAULT_WORKERS, MAX_WORKERS, STRATEGY_NAMES, RaceResult, race_all
+from .tables import html_table
 
 DATA_FILE = "claim_race_tutorial.csv"
 COLUMNS = ["strategy", "jobs", "workers", "claims", "distinct", "duplicates", "wasted", "seconds"]
@@ -123,7 +124,7 @@ class RacePanel:
             f"last run: {r.jobs:,} jobs, {r.workers} processes; naive made <b>{r.duplicates:,}</b> "
             f"duplicate claims"
         )
-        self.table.value = results_frame(self.results).to_html(index=False, border=0)
+        self.table.value = html_table(results_frame(self.results))
         self.chart.value = figure_png(plot_race(self.results))
 
 

@@ -31,6 +31,7 @@ from ..errors import InvalidArgument
 from ..queue import Job, JobQueue, Purged
 from .assets import figure_png, new_figure
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 START = 1_000_000.0  # the fake clock's start, in seconds
@@ -536,7 +537,7 @@ def retention_panel(baseline: Run, initial: Run | None = None, folder: Folder = 
     kept = {"baseline": baseline}
 
     def show(run: Run, without: Run, note: str) -> None:
-        table.value = compare(without, run).reset_index().to_html(index=False, border=0)
+        table.value = html_table(compare(without, run).reset_index())
         picture.value = figure_png(plot_runs(without, run))
         status.value = note  # last, so the note never describes an older chart
 

@@ -24,6 +24,7 @@ from ..tutorial import process
 from ..tutorial.jobqueue import JobQueue
 from .assets import figure_png, new_figure
 from .scratch import db_path
+from .tables import html_table
 from .walks import Folder
 
 # -- full jitter ---------------------------------------------------------------------
@@ -157,7 +158,7 @@ def jitter_panel(n_jobs: int = JITTER_JOBS, folder: Folder = None, queue_class: 
             folder=folder,
             queue_class=queue_class,
         )
-        table.value = jitter_summary(delays).reset_index().to_html(index=False, border=0)
+        table.value = html_table(jitter_summary(delays).reset_index())
         picture.value = figure_png(plot_jitter(delays))
 
     for control in (base, cap, attempts):

@@ -22,6 +22,7 @@ from ..bench import wakeup as bench
 from ..errors import InvalidArgument
 from .assets import figure_png, new_figure
 from .scratch import work_folder
+from .tables import html_table
 from .walks import Folder
 
 # The notebook's size: about four seconds per way of waiting on one CPU.
@@ -151,7 +152,7 @@ def wake_panel(initial: dict[str, Any] | None = None, *, folder: Folder = None):
             f"wake-up median {wake['median_ms']:.3g} ms, polling at 50 ms {poll['median_ms']:.3g} ms"
         )
         picture.value = figure_png(plot_latency(results))
-        numbers.value = table(results).reset_index().to_html(index=False, border=0)
+        numbers.value = html_table(table(results).reset_index())
 
     def on_run(_: Any) -> None:
         go.disabled = True
