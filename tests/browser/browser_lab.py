@@ -331,6 +331,24 @@ _KERNEL_JS = (
 
 _ACTIVATE_JS = "id => {" + _PANEL + " app.shell.activateById(id); }"
 
+# Runs code in the notebook's kernel, as a cell would, and returns what it printed or showed.
+_EXECUTE_JS = (
+    "async ([id, code]) => {"
+    + _PANEL
+    + """
+  const future = panel.sessionContext.session.kernel.requestExecute({code, store_history: false});
+  const said = [];
+  future.onIOPub = msg => {
+    const c = msg.content, type = msg.header.msg_type;
+    if (type === 'stream') said.push(c.text);
+    if (type === 'execute_result' || type === 'display_data') said.push(c.data['text/plain'] || '');
+    if (type === 'error') said.push('ERROR ' + c.ename + ': ' + c.evalue);
+  };
+  await future.done;
+  return said.join('\\n');
+}"""
+)
+
 _DISPOSE_JS = "id => {" + _PANEL + " panel.dispose(); }"
 
 # Scrolls the notebook to its top; returns the height of its cells in pixels.
@@ -494,6 +512,10 @@ class NotebookPage:
 
     def kernel(self) -> dict:
         return self.page.evaluate(_KERNEL_JS, self.id)
+
+    def execute(self, code: str) -> str:
+        """Run `code` in the notebook's kernel, as one more cell would; what it printed or showed."""
+        return self.page.evaluate(_EXECUTE_JS, [self.id, code])
 
     def state(self) -> dict:
         return self.page.evaluate(_STATE_JS, self.id)

@@ -26,6 +26,28 @@ def find_notebook(number: str) -> Path:
     return found[0]
 
 
+ANSWER_BLOCK = re.compile(r"<summary>Answer</summary>.*?```(python|sql)\n(.*?)```", re.S)
+
+
+def exercises(notebook: Path) -> list[tuple[str, str]]:
+    """Each "Your turn" of a notebook: its folded answer as code, and the checker call it answers
+    (an answer in SQL is the text of the checker's first argument)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    found, checker = [], None
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and re.search(r"^nb\d\d\.check_", source, re.M):
+            checker = source
+        elif cell["cell_type"] == "markdown" and checker and (match := ANSWER_BLOCK.search(source)):
+            language, answer = match.groups()
+            if language == "sql":
+                name = re.search(r"\.check_\w+\((\w+)", checker)[1]
+                answer = f"{name} = {answer!r}"
+            found.append((answer, checker))
+            checker = None
+    return found
+
+
 def driven_later(request: pytest.FixtureRequest, number: str) -> bool:
     """Whether a test selected in this session drives notebook `number`'s widgets."""
     marks = (item.get_closest_marker("drives") for item in request.session.items)
@@ -127,6 +149,10 @@ def run_clean(
             f" server+kernels+workers peak {peak / 2**20:.0f} MiB"
         )
         assert peak < BINDER_MEMORY, f"{notebook.name}: {peak / 2**20:.0f} MiB will not fit Binder's 2 GB"
+        # After Run All, each exercise still checks: its folded answer, run in the same kernel, passes.
+        for answer, checker in exercises(notebook):
+            said = page.execute(answer + "\n" + checker)
+            assert said.startswith("PASS"), f"{notebook.name}: after Run All the answer reads {said!r}"
     except BaseException:
         page.close()
         raise
