@@ -1,0 +1,201 @@
+"""A notebook as a learner reads it: its prose, its long sentences, and an honest time.
+
+    python -m labqueue.lab.reading              # each notebook's words, sentences and time
+    python -m labqueue.lab.reading --write      # rewrite each notebook's time line to match
+
+The time under each title comes from what the notebook holds, not from a guess: its prose at a
+technical reading pace, the code it shows at a slower one, a fixed allowance per exercise, and its
+measured run (the committed execution's timestamps). A test holds every notebook to it, so shorter
+prose shortens the stated time and longer prose lengthens it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+# Technical prose read for the first time, and code read closely enough to follow it.
+PROSE_WORDS_PER_MINUTE = 150
+CODE_LINES_PER_MINUTE = 15
+MINUTES_PER_EXERCISE = 10
+# The prose budget of one notebook; longer ones say why in tests/test_course_reading.py.
+WORD_BUDGET = 1500
+LONGEST_SENTENCE = 40  # words
+
+FENCED = re.compile(r"```.*?```", re.S)
+DETAILS_SUMMARY = re.compile(r"<summary>.*?</summary>", re.S)
+TAG = re.compile(r"<[^>]+>")
+LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+# A checker call in an exercise cell: nb04.check_compare_and_swap(...)
+CHECKER = re.compile(r"\bnb\d\d\.check_\w+\(")
+TIME_LINE = re.compile(r"\*Time: [^*]*\*")
+# A sentence ends at . ! or ? (a closing quote or bracket may follow) before a capital or a quote.
+SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')]))\s+(?=[A-Z(*`\"'])")
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def prose(text: str) -> str:
+    """The words of a markdown cell a learner reads: no code blocks, tags or link targets."""
+    text = FENCED.sub(" ", text)
+    text = DETAILS_SUMMARY.sub(" ", text)
+    text = LINK.sub(r"\1", text)
+    return TAG.sub(" ", text)
+
+
+def markdown_cells(nb: dict) -> list[str]:
+    return [_source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def prose_words(nb: dict) -> int:
+    return sum(len(prose(text).split()) for text in markdown_cells(nb))
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of one markdown cell's prose; list items, table rows and headings apart."""
+    found = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*] |\d+\. |#|\|))", prose(text)):
+        if block.lstrip().startswith("|"):
+            continue  # a table row is not a sentence
+        flat = " ".join(block.split())
+        # A full stop ends a sentence unless it sits inside a number, a name (e.g.) or a path.
+        found += [s for s in SENTENCE_END.split(flat) if s.strip()]
+    return found
+
+
+def long_sentences(nb: dict, longest: int = LONGEST_SENTENCE) -> list[str]:
+    return [s for text in markdown_cells(nb) for s in sentences(text) if len(s.split()) > longest]
+
+
+def code_lines(nb: dict) -> int:
+    """Non-blank lines of code a learner reads: the code cells and the code blocks in the text."""
+    cells = sum(
+        1 for c in nb["cells"] if c["cell_type"] == "code" for line in _source(c).splitlines() if line.strip()
+    )
+    blocks = sum(len(b.splitlines()) - 2 for text in markdown_cells(nb) for b in FENCED.findall(text))
+    return cells + blocks
+
+
+def exercises(nb: dict) -> int:
+    return sum(len(CHECKER.findall(_source(c))) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def run_seconds(nb: dict) -> float:
+    """How long the committed run took, from its cells' execution timestamps."""
+    stamps = []
+    for cell in nb["cells"]:
+        times = cell.get("metadata", {}).get("execution", {})
+        stamps += [
+            datetime.fromisoformat(v.rstrip("Z"))
+            for k, v in times.items()
+            if k.startswith(("iopub", "shell"))
+        ]
+    return (max(stamps) - min(stamps)).total_seconds() if stamps else 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A notebook's time for a first-time learner, in whole minutes."""
+
+    words: int
+    code: int
+    exercises: int
+    run_s: float
+
+    @property
+    def reading(self) -> int:
+        return max(1, math.ceil(self.words / PROSE_WORDS_PER_MINUTE + self.code / CODE_LINES_PER_MINUTE))
+
+    @property
+    def exercise_minutes(self) -> int:
+        return self.exercises * MINUTES_PER_EXERCISE
+
+    @property
+    def running(self) -> int:
+        return math.ceil(self.run_s / 60)
+
+    @property
+    def total(self) -> int:
+        """Reading, exercises and running, rounded up to five minutes."""
+        return 5 * math.ceil((self.reading + self.exercise_minutes + self.running) / 5)
+
+    def line(self) -> str:
+        """The time line under the notebook's title."""
+        run = "under a minute" if self.running <= 1 else f"about {self.running} minutes"
+        if not self.exercises:
+            parts = f"{self.reading} of reading the text and code, and {run} of running"
+        else:
+            what = "the exercise" if self.exercises == 1 else f"the {_count(self.exercises)} exercises"
+            parts = (
+                f"{self.reading} of reading the text and code, {run} of running, "
+                f"and {self.exercise_minutes} for {what}"
+            )
+        return f"*Time: about {self.total} minutes: {parts}.*"
+
+
+def _count(n: int) -> str:
+    return {2: "two", 3: "three", 4: "four"}.get(n, str(n))
+
+
+def estimate(nb: dict) -> Estimate:
+    return Estimate(prose_words(nb), code_lines(nb), exercises(nb), run_seconds(nb))
+
+
+def stated_line(nb: dict) -> str | None:
+    found = TIME_LINE.search(_source(nb["cells"][0]))
+    return found[0] if found else None
+
+
+def write_time_line(path: Path) -> bool:
+    """Set the notebook's time line to its estimate; True when it changed. Only that line moves:
+    the file is edited as text so every other byte stays as committed."""
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    old, new = stated_line(nb), estimate(nb).line()
+    if old is None:
+        raise ValueError(f"{path.name}: no '*Time: ...*' line under the title")
+    if old == new:
+        return False
+    encoded_old, encoded_new = json.dumps(old)[1:-1], json.dumps(new)[1:-1]
+    if text.count(encoded_old) != 1:
+        raise ValueError(f"{path.name}: the time line is not once in the file")
+    path.write_text(text.replace(encoded_old, encoded_new), encoding="utf-8")
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labqueue.lab.reading", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite each notebook's time line to its estimate"
+    )
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook of the course")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    for path in paths:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        est = estimate(nb)
+        changed = write_time_line(path) if args.write else False
+        print(
+            f"{path.stem:32} {est.words:5} words{' (over budget)' if est.words > WORD_BUDGET else '':14} "
+            f"{len(long_sentences(nb)):3} long sentences  {est.code:4} code lines  {est.exercises} exercises "
+            f"run {est.run_s:5.1f} s  -> {est.total:3} min{'  (time line rewritten)' if changed else ''}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
