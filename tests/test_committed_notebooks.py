@@ -115,6 +115,8 @@ def test_every_step_has_an_exercise_with_a_hint_an_answer_and_a_checker(path):
         if re.search(r"\b(PASS|NOT YET|YOUR TURN)\b", _text(out.get("data", {}).get("text/html", "")))
     ]
     assert verdicts, f"{path.name}: no committed checker verdict under the exercise"
+    shown = " ".join(_text(out.get("data", {}).get("text/html", "")) for out in verdicts)
+    assert "NOT YET" not in shown, f"{path.name}: after Run All an untried exercise reads as a failure"
     assert not [out for c in cells for out in c.get("outputs", []) if out.get("output_type") == "error"], (
         f"{path.name} was committed with an error output"
     )
