@@ -87,3 +87,22 @@ def test_reading_counts_prose_not_code_and_finds_long_sentences():
     est = reading.Estimate(words=1500, code=150, exercises=2, run_s=20)
     assert (est.reading, est.exercise_minutes, est.running, est.total) == (20, 20, 1, 45)
     assert est.line().startswith("*Time: about 45 minutes: 20 of reading")
+
+
+def test_the_agenda_clock_runs_on_the_notebooks_times():
+    text = (
+        "Intro.\n\n| clock | notebook | time | in the room |\n| --- | --- | --- | --- |\n"
+        "| 9:00 | launch; 00 introduction | 5 min | open |\n| 0:00 | break | 10 min | |\n"
+        "| 0:00 | 01 claim race, 17 PostgreSQL | | race |\n| 0:00 | end | | |\n\nAfter."
+    )
+    minutes = {"00_introduction": 25, "01_claim_race": 40, "17_postgresql": 30}
+    rows = [line for line in reading.rewrite_agenda(text, minutes).splitlines() if line[:2] == "| "]
+    assert rows[2:] == [
+        "| 9:00 | launch; 00 introduction | 25 min | open |",  # a notebook row takes the notebook's time
+        "| 9:25 | break | 10 min |  |",  # any other row keeps its own
+        "| 9:35 | 01 claim race, 17 PostgreSQL | 70 min | race |",  # two notebooks, names in any case
+        "| 10:45 | end |  |  |",
+    ]
+    assert reading.rewrite_agenda(reading.rewrite_agenda(text, minutes), minutes) == reading.rewrite_agenda(
+        text, minutes
+    )

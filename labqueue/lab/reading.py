@@ -1,7 +1,7 @@
 """A notebook as a learner reads it: its prose, its long sentences, and an honest time.
 
     python -m labqueue.lab.reading              # each notebook's words, sentences and time
-    python -m labqueue.lab.reading --write      # rewrite each notebook's time line to match
+    python -m labqueue.lab.reading --write      # rewrite each notebook's time line, and the agenda, to match
 
 The time under each title comes from what the notebook holds, not from a guess: its prose at a
 technical reading pace, the code it shows at a slower one, a fixed allowance per exercise, and its
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+AGENDA = ROOT / "docs" / "workshop.md"
 
 # Technical prose read for the first time, and code read closely enough to follow it.
 PROSE_WORDS_PER_MINUTE = 150
@@ -175,12 +177,74 @@ def write_time_line(path: Path) -> bool:
     return True
 
 
+# A notebook named in an agenda row: "02 leases", "13 your queue and labqueue".
+NAMED = re.compile(r"\b(\d\d) (\w+)")
+
+
+def _cells(line: str) -> list[str] | None:
+    return [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+
+
+def agenda_notebooks(what: str, stems: Sequence[str]) -> list[str]:
+    """The notebooks an agenda row names, by number and first word."""
+    return [
+        stem
+        for number, word in NAMED.findall(what)
+        for stem in stems
+        if stem.lower().startswith(f"{number}_{word.lower()}")
+    ]
+
+
+def rewrite_agenda(text: str, minutes: dict[str, int]) -> str:
+    """docs/workshop.md with each agenda table's clock running on the notebooks' stated times.
+
+    An agenda table is one whose header starts with `clock`; its third column holds a row's minutes.
+    A row naming notebooks takes the sum of their times; any other row (a break, lunch) keeps its own.
+    Each clock is the one before plus that row's minutes, from the table's first clock on."""
+    out, clock = [], None
+    in_table = False
+    for line in text.split("\n"):
+        cells = _cells(line)
+        if cells and cells[0] == "clock":
+            in_table, clock = True, None
+        elif cells is None:
+            in_table = False
+        elif in_table and not set(cells[0]) <= {"-", " "}:
+            if clock is None:
+                hours, mins = map(int, cells[0].split(":"))
+                clock = hours * 60 + mins
+            cells[0] = f"{clock // 60}:{clock % 60:02d}"
+            named = agenda_notebooks(cells[1], list(minutes))
+            if named:
+                cells[2] = f"{sum(minutes[s] for s in named)} min"
+            if cells[2]:
+                clock += int(cells[2].removesuffix(" min"))
+            line = "| " + " | ".join(cells) + " |"
+        out.append(line)
+    return "\n".join(out)
+
+
+def write_agenda(path: Path = AGENDA) -> bool:
+    """Set the workshop agenda's clock to every notebook's stated time; True when it changed."""
+    minutes = {
+        p.stem: estimate(json.loads(p.read_text(encoding="utf-8"))).total
+        for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    }
+    text = path.read_text(encoding="utf-8")
+    new = rewrite_agenda(text, minutes)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m labqueue.lab.reading", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
-        "--write", action="store_true", help="rewrite each notebook's time line to its estimate"
+        "--write",
+        action="store_true",
+        help="rewrite each notebook's time line to its estimate, and the workshop agenda's clock",
     )
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook of the course")
     args = parser.parse_args(argv)
@@ -194,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{len(long_sentences(nb)):3} long sentences  {est.code:4} code lines  {est.exercises} exercises "
             f"run {est.run_s:5.1f} s  -> {est.total:3} min{'  (time line rewritten)' if changed else ''}"
         )
+    if args.write and write_agenda():
+        print(f"{AGENDA.relative_to(ROOT)}: the agenda's clock rewritten")
     return 0
 
 
