@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,45 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
 GLOSSARY = ROOT / "docs" / "glossary.md"
+
+# Notebooks allowed more prose than reading.WORD_BUDGET, with their own cap and the reason. A cap only
+# comes down: shortening a notebook lowers it, and one within budget leaves the list.
+NOT_YET_SHORTENED = "not shortened to the budget yet (issue 38): the cap keeps it from growing"
+OVER_BUDGET: dict[str, tuple[int, str]] = {
+    "01_claim_race": (1767, NOT_YET_SHORTENED),
+    "02_leases": (2243, NOT_YET_SHORTENED),
+    "03_crash_recovery": (1613, NOT_YET_SHORTENED),
+    "04_zombie_workers": (2306, NOT_YET_SHORTENED),
+    "07_retries_and_poison": (1700, NOT_YET_SHORTENED),
+    "08_claim_index": (2310, NOT_YET_SHORTENED),
+    "09_throughput": (1786, NOT_YET_SHORTENED),
+    "12_chaos": (2204, NOT_YET_SHORTENED),
+    "14_retention": (2102, NOT_YET_SHORTENED),
+    "15_priorities_and_fairness": (2199, NOT_YET_SHORTENED),
+    "16_cancel_schedule_wake": (1978, NOT_YET_SHORTENED),
+    "17_postgresql": (1934, NOT_YET_SHORTENED),
+}
+# Sentences over reading.LONGEST_SENTENCE words still to split, per notebook; a count only comes down.
+LONG_SENTENCES_LEFT: dict[str, int] = {
+    "00_versions": 2,
+    "01_claim_race": 3,
+    "02_leases": 4,
+    "03_crash_recovery": 5,
+    "04_zombie_workers": 6,
+    "05_effect_in_transaction": 2,
+    "06_heartbeat": 2,
+    "07_retries_and_poison": 6,
+    "08_claim_index": 6,
+    "09_throughput": 5,
+    "10_ops": 3,
+    "11_testing": 3,
+    "12_chaos": 6,
+    "13_your_queue_and_labqueue": 4,
+    "14_retention": 3,
+    "15_priorities_and_fairness": 8,
+    "16_cancel_schedule_wake": 7,
+    "17_postgresql": 7,
+}
 
 
 def _load(path: Path) -> dict:
@@ -28,6 +68,51 @@ def _source(cell: dict) -> str:
 
 def _markdown(nb: dict) -> list[str]:
     return [_source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_prose_is_within_the_word_budget(path):
+    words = reading.prose_words(_load(path))
+    cap, why = OVER_BUDGET.get(path.stem, (reading.WORD_BUDGET, ""))
+    assert words <= cap, f"{path.name}: {words} words of prose, over the budget of {cap}"
+    if why:
+        assert words > reading.WORD_BUDGET, f"{path.name} is within budget now: drop it from OVER_BUDGET"
+        assert words == cap, f"{path.name} has {words} words now: lower its cap in OVER_BUDGET"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_sentence_runs_over_forty_words(path):
+    long = reading.long_sentences(_load(path))
+    left = LONG_SENTENCES_LEFT.get(path.stem, 0)
+    assert len(long) <= left, f"{path.name}: sentences over {reading.LONGEST_SENTENCE} words: {long}"
+    if left:
+        assert len(long) == left, f"{path.name} has {len(long)} long sentences now: lower LONG_SENTENCES_LEFT"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_stated_time_follows_from_the_notebook(path):
+    nb = _load(path)
+    expected = reading.estimate(nb).line()
+    assert reading.stated_line(nb) == expected, (
+        f"{path.name} states {reading.stated_line(nb)!r}; from its words, code, exercises and run it takes "
+        f"{expected!r} (python -m labqueue.lab.reading --write rewrites it)"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_objectives_on_top_and_one_summary_at_the_end(path):
+    cells = _markdown(_load(path))
+    top = cells[0]
+    assert "\nYou will:\n" in top, f"{path.name}: no 'You will:' objectives under the title"
+    points = re.findall(r"^- ", top.split("\nYou will:\n", 1)[1], re.M)
+    assert 2 <= len(points) <= 4, f"{path.name}: {len(points)} objectives; two to four say what it is for"
+    summaries = [c for c in cells if re.match(r"#+ (What you learned|Summary|Recap|In short)\b", c)]
+    assert len(summaries) == 1 and summaries[0].startswith("## What you learned"), (
+        f"{path.name}: one summary, 'What you learned', not {[s.splitlines()[0] for s in summaries]}"
+    )
+
+
+NOTEBOOK_LINK = re.compile(r"\[[^\]]*\]\([^)]*\.ipynb\)")
 
 
 def _terms() -> list[tuple[str, str]]:
@@ -43,12 +128,43 @@ def _mentions(term: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w`]){words}(s|es)?(?![\w`])", re.I)
 
 
+@pytest.mark.parametrize("term, anchor", _terms(), ids=[t for t, _ in _terms()])
+def test_each_glossary_word_is_linked_where_the_course_first_uses_it(term, anchor):
+    """Read in order, the first cell that uses a word of the glossary links to its entry (the
+    objectives under a title only preview the words; the text that teaches them links)."""
+    mentions = _mentions(term)
+    for path in NOTEBOOKS:
+        for text in _markdown(_load(path))[1:]:
+            # A link to a notebook names that notebook ("05 · Effect in the transaction"); it is not a use.
+            if mentions.search(reading.prose(NOTEBOOK_LINK.sub(" ", text))):
+                assert f"glossary.md#{anchor})" in text, (
+                    f"{path.name} first uses {term!r} without a link to the glossary: {text[:120]!r}"
+                )
+                return
+
+
 def test_every_glossary_link_names_an_entry():
     anchors = {a for _, a in _terms()}
     for path in NOTEBOOKS:
         for text in _markdown(_load(path)):
             for anchor in re.findall(r"glossary\.md#([\w-]+)\)", text):
                 assert anchor in anchors, f"{path.name} links to glossary#{anchor}, which has no entry"
+
+
+def test_no_quotation_is_read_twice():
+    """A quoted source is quoted once in the course; later notebooks point back to it."""
+    seen: dict[str, str] = {}
+    for path in NOTEBOOKS:
+        for text in _markdown(_load(path)):
+            quoted = re.findall(r"^> (.{40,}?)$", text, re.M) + re.findall(
+                r'"([^"]{40,}?)"', " ".join(text.split())
+            )
+            for quote in quoted:
+                key = " ".join(quote.strip('"').split())[:60]
+                assert key not in seen or seen[key] == path.name, (
+                    f"{path.name} repeats a quotation from {seen.get(key)}: {key!r}"
+                )
+                seen.setdefault(key, path.name)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -74,6 +190,34 @@ def _agenda_rows() -> list[list[str]]:
         elif rows is not None and not set(cells[0]) <= {"-", " "}:
             rows.append(cells)
     return tables
+
+
+def test_the_workshop_agenda_gives_each_notebook_its_stated_time():
+    """The teacher's clock runs on the notebooks' own times: each row's minutes are the stated
+    times of the notebooks it names, and the next row starts when they are up."""
+    tables = _agenda_rows()
+    assert len(tables) >= 2, "an agenda for Part 1 and one for Part 2"
+    named = 0
+    for rows in tables:
+        for row, following in pairwise(rows):
+            clock, what, minutes = row[0], row[1], row[2]
+            hours, mins = map(int, clock.split(":"))
+            next_hours, next_mins = map(int, following[0].split(":"))
+            took = int(minutes.removesuffix(" min"))
+            assert (next_hours * 60 + next_mins) - (hours * 60 + mins) == took, row
+            stems = [p for p in NOTEBOOKS if p.stem in reading.agenda_notebooks(what, IDS)]
+            if stems:
+                named += len(stems)
+                assert took == sum(_minutes(p) for p in stems), (
+                    f"{what}: {took} min, stated {[_minutes(p) for p in stems]}"
+                )
+    assert named == len(NOTEBOOKS), f"the agendas name {named} of the {len(NOTEBOOKS)} notebooks"
+
+
+def test_the_agenda_is_as_the_reading_measure_writes_it():
+    text = (ROOT / "docs" / "workshop.md").read_text(encoding="utf-8")
+    minutes = {p.stem: _minutes(p) for p in NOTEBOOKS}
+    assert reading.rewrite_agenda(text, minutes) == text, "run python -m labqueue.lab.reading --write"
 
 
 def test_reading_counts_prose_not_code_and_finds_long_sentences():
