@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import html
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -148,24 +149,74 @@ def wal_files(folder: str | Path | None = None) -> Any:
 
 # -- the claim in two dialects ----------------------------------------------------------------------
 
+# Characters per line of a claim column: two columns side by side fit a wide notebook's output area.
+SQL_COLUMN_WIDTH = 76
+# JupyterLab breaks an output's <pre> anywhere (word-break: break-all), which cut "%(now)s" in
+# two; these lines are wrapped here, between tokens, and the browser keeps them as they are.
+SQL_PRE_STYLE = (
+    "font-family: var(--jp-code-font-family, monospace); font-size: 11px; text-align: left;"
+    " white-space: pre; word-break: normal; overflow-wrap: normal"
+)
+# A word of SQL: a run of characters up to a space; a quoted string, spaces and all, and the
+# type name "double precision" are pieces of one word.
+SQL_WORD = re.compile(r"(?:'[^']*'|\bdouble precision\b|[^\s'])+", re.I)
+
+
+def wrap_sql(text: str, width: int = SQL_COLUMN_WIDTH) -> str:
+    """SQL with each line longer than `width` broken at a space between two tokens, never
+    inside a name, a parameter or a quoted string. It breaks after a comma where it can, else
+    outside brackets, else at the last space that fits; continuation lines are indented eight
+    spaces past the line they continue. A line that fits is kept as it is, and so is a single
+    token too long for any line."""
+    lines = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        words = SQL_WORD.findall(line)
+        # How good a break after each word is: 2 after a comma, 1 outside brackets, 0 elsewhere.
+        depth, rank = 0, []
+        for word in words:
+            bare = re.sub(r"'[^']*'", "", word)
+            depth += bare.count("(") - bare.count(")")
+            rank.append(2 if word.endswith(",") else 1 if depth <= 0 else 0)
+        start = 0
+        while start < len(words):
+            lead = indent if start == 0 else indent + " " * 8
+            end, length = start + 1, len(lead) + len(words[start])
+            while end < len(words) and length + 1 + len(words[end]) <= width:
+                length, end = length + 1 + len(words[end]), end + 1
+            if end < len(words):  # the line is full: its best break in its second half
+                fits = range(start + 1, end + 1)
+                half = [k for k in fits if len(lead + " ".join(words[start:k])) > width // 2]
+                end = max(half, key=lambda k: (rank[k - 1], k), default=end)
+            lines.append(lead + " ".join(words[start:end]))
+            start = end
+    return "\n".join(lines)
+
 
 def claim_statements() -> Any:
     """The SQLite and PostgreSQL drivers' CLAIM (labqueue.drivers.sqlite.sql, labqueue.drivers.postgres.sql)
-    side by side, as the code holds them."""
+    side by side, as the code holds them, long lines wrapped between tokens. In an output area
+    too narrow for both, the PostgreSQL column moves below the SQLite one; a column too wide
+    for it scrolls sideways."""
     from IPython.display import HTML
 
     from ..drivers.postgres import sql as pg_sql
 
     def column(title: str, text: str) -> str:
         return (
-            f"<td style='vertical-align: top; text-align: left'><b>{html.escape(title)}</b>"
-            f"<pre style='font-size: 11px; text-align: left'>{html.escape(text.strip())}</pre></td>"
+            "<div style='flex: 0 0 auto; max-width: 100%; overflow-x: auto; text-align: left'>"
+            f"<b>{html.escape(title)}</b>"
+            f"<pre style='{SQL_PRE_STYLE}'>{html.escape(wrap_sql(text.strip()))}</pre></div>"
         )
 
     sqlite_side = sqlite_sql.RETIRE_EXHAUSTED.strip() + ";\n\n" + sqlite_sql.CLAIM.strip()
     cells = column("SQLite: labqueue/drivers/sqlite/sql.py (RETIRE_EXHAUSTED; CLAIM)", sqlite_side)
     cells += column("PostgreSQL: labqueue/drivers/postgres/sql.py (CLAIM)", pg_sql.CLAIM)
-    return HTML(f"<table><tr>{cells}</tr></table>")
+    side_by_side = "display: flex; flex-wrap: wrap; gap: 1em 2em; align-items: flex-start"
+    return HTML(f"<div style='{side_by_side}'>{cells}</div>")
 
 
 # -- the claim race on PostgreSQL -----------------------------------------------------------------

@@ -3,6 +3,9 @@ Small sizes; nothing here asserts a speed."""
 
 from __future__ import annotations
 
+import html
+import re
+
 import pandas as pd
 import pytest
 
@@ -39,14 +42,52 @@ def test_the_wal_files_are_the_database_its_log_and_its_shared_memory_index(tmp_
     assert "shared memory" in table.loc["jobs.db-shm", "what it is for"]
 
 
+def _claim_columns() -> tuple[str, list[str]]:
+    """The side-by-side claim's HTML, and the text of its two columns as a reader sees it."""
+    shown = lab.claim_statements().data
+    return shown, [html.unescape(text) for text in re.findall(r"<pre[^>]*>(.*?)</pre>", shown, re.S)]
+
+
 def test_both_claim_statements_are_the_ones_the_code_runs():
     from labqueue.drivers.postgres import sql as pg_sql
     from labqueue.drivers.sqlite import sql
 
-    shown = lab.claim_statements().data
+    shown, (sqlite_side, pg_side) = _claim_columns()
     assert "SKIP LOCKED" in shown and "RETURNING" in shown
-    for text in (sql.CLAIM, pg_sql.CLAIM):
-        assert lab.html.escape(text.strip()) in shown
+    # Word for word and in order: wrapping moves line breaks, never a token.
+    assert sqlite_side.split() == f"{sql.RETIRE_EXHAUSTED.strip()};\n\n{sql.CLAIM.strip()}".split()
+    assert pg_side.split() == pg_sql.CLAIM.split()
+    assert sql.CLAIM.strip() in sqlite_side  # a statement whose lines fit is shown exactly
+
+
+def test_the_claim_columns_wrap_between_tokens_and_scroll_rather_than_break_a_token():
+    """JupyterLab's output <pre> breaks a line anywhere (word-break: break-all), which cut
+    COALESCE(%(now)s into "COALESCE(%(n" and "ow)s": lines are wrapped by the lab, at spaces
+    between tokens, and the browser is told to keep them: a column too wide scrolls sideways."""
+    shown, columns = _claim_columns()
+    for column in columns:
+        for line in column.splitlines():
+            assert len(line) <= lab.SQL_COLUMN_WIDTH or len(line.split()) == 1, line
+    from labqueue.drivers.postgres import sql as pg_sql
+
+    pg_side, now = columns[1], "COALESCE(%(now)s::double precision,"
+    assert "'; previous error: '" in pg_side  # a quoted string stays on one line
+    assert pg_side.count(now) == pg_sql.CLAIM.count(now) > 0  # nor is a parameter or a type split
+    assert shown.count("white-space: pre;") == 2 and shown.count("word-break: normal") == 2
+    # side by side where they fit, one under the other where they do not; a column scrolls
+    assert shown.startswith("<div style='display: flex; flex-wrap: wrap")
+    assert shown.count("overflow-x: auto") == 2
+
+
+def test_wrap_sql_breaks_at_a_comma_first_and_indents_what_follows():
+    line = "   SET a = COALESCE(%(now)s::double precision, extract(epoch FROM clock())), b = 'x, y z', c = 1"
+    wrapped = lab.wrap_sql(line, width=50).splitlines()
+    assert wrapped[0] == "   SET a = COALESCE(%(now)s::double precision,"
+    assert all(len(part) <= 50 for part in wrapped)
+    assert all(part.startswith(" " * 11) for part in wrapped[1:])  # its indent and eight more
+    assert " ".join(wrapped).split() == line.split()
+    assert any("'x, y z'" in part for part in wrapped)
+    assert lab.wrap_sql("SELECT 1\n  FROM jobs", width=50) == "SELECT 1\n  FROM jobs"
 
 
 @pytest.mark.slow
