@@ -10,6 +10,7 @@
     labqueue purge jobs.db --older-than 1w --reclaim
     labqueue health jobs.db --max-oldest-ready 5m --max-dead 10
     labqueue metrics jobs.db --port 9187
+    labqueue dashboard jobs.db --allow-actions
 
 One function per command; its docstring is its help. Bad arguments get a one-line usage
 error and exit code 2; labqueue's own errors a one-line message and exit code 1. The
@@ -51,6 +52,11 @@ from .validate import DEFAULT_QUEUE, FINISHED_STATES
 PROG = "labqueue"
 DEFAULT_WATCH = 2.0
 DEFAULT_METRICS_PORT = 9187
+DEFAULT_DASHBOARD_PORT = 9188
+EVERY_INTERFACE = "0.0.0.0 or :: for every interface"
+# How long a dashboard page waits for a lock (a file being migrated, a locked table) before
+# it shows an error page instead: a page, not a worker.
+DASHBOARD_TIMEOUT = 2.0
 TOOLS = {
     "bench": ("labqueue.bench.run", "the benchmark: labqueue against other Python queues", "bench"),
     "chaos": ("labqueue.chaos.supervisor", "the chaos run: workers killed and frozen at random", "notebooks"),
@@ -163,16 +169,17 @@ def _json(text: str, where: str) -> Any:
 # -- reading ------------------------------------------------------------------------
 
 
-def open_existing(location: str) -> Any:
+def open_existing(location: str, **settings: Any) -> Any:
     """The queue at `location` for a command that reads or changes it: never creates a file
     or a queue (a queue of an older schema is upgraded in place, as every opening does),
-    and refuses a location that holds no queue, as a usage error."""
+    and refuses a location that holds no queue, as a usage error. `settings` go to the queue
+    (the dashboard's shorter timeout)."""
     try:
         if is_postgres_url(location):
-            return open_queue(location, create=False)
+            return open_queue(location, create=False, **settings)
         if not Path(location).exists():
             raise UsageError(f"no such file: {redact(location)} (nothing was created)")
-        return JobQueue(location, create=False)
+        return JobQueue(location, create=False, **settings)
     except QueueNotFound as exc:
         raise UsageError(str(exc)) from None
 
@@ -438,6 +445,49 @@ def metrics_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def dashboard(args: argparse.Namespace) -> int:
+    """Serve a web dashboard of the queue DB. Pages: the overview per named queue (ready,
+    running, scheduled, dead, the oldest ready job's age, jobs finished in the last minute,
+    pauses and why) with the last hour's throughput as a chart; the jobs, newest first,
+    filtered by state, queue and kind; one job whole; the dead letters; the running jobs
+    and how much of each lease is left. Every page reads the queue in one read-only
+    transaction; a missing or broken queue gives an error page and the server keeps going.
+
+    Read-only unless --allow-actions: then its forms requeue dead jobs (one, filtered or
+    all), cancel a job, pause and resume a queue (POST, with a token made afresh by each
+    process against cross-site requests). With --token (or LABQUEUE_DASHBOARD_TOKEN, which
+    ps does not show), every request needs it: open /?token=... once and a cookie carries
+    it. Listening beyond 127.0.0.1 without a token is refused. Runs until SIGTERM or Ctrl-C."""
+    from .dashboard import TOKEN_VARIABLE, Dashboard, check_exposure, serve
+
+    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    check_exposure(args.host, token)  # before the queue is opened or anything listens
+    open_existing(args.db).close()  # a missing queue is a usage error now, not an error page later
+    configure_logging("INFO")
+    guard_logging(args.db)
+    board = Dashboard(
+        lambda: open_existing(args.db, timeout=DASHBOARD_TIMEOUT),
+        where=redact(args.db),
+        location=args.db,
+        allow_actions=args.allow_actions,
+        token=token,
+    )
+    stop = stop_on(signal.SIGINT, signal.SIGTERM)
+
+    def ready(server: Any) -> None:
+        host, port = server.server_address[:2]
+        host = f"[{host}]" if ":" in host else host
+        mode = "actions on" if args.allow_actions else "read-only"
+        needs = "; open it once with ?token=... (the token is not shown)" if token else ""
+        print(f"dashboard of {redact(args.db)} at http://{host}:{port}/ ({mode}{needs})", flush=True)
+
+    try:
+        serve(board, args.host, args.port, ready=ready, stop=stop)
+    except OSError as exc:
+        raise LabqueueError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+    return 0
+
+
 # -- the tools ------------------------------------------------------------------------
 
 
@@ -619,19 +669,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-dead", type=count, metavar="N", help="unhealthy with more dead jobs than this")
 
-    p = command(metrics_server, "metrics", db_from_env=True)
+    def listening(p: argparse.ArgumentParser, default_port: int, beyond: str) -> None:
+        p.add_argument(
+            "--host",
+            type=listen_host,
+            default="127.0.0.1",
+            help=f"the address to listen on (default 127.0.0.1; {beyond})",
+        )
+        p.add_argument(
+            "--port",
+            type=port,
+            default=default_port,
+            help=f"the port (default {default_port}; 0: any free one)",
+        )
+
+    listening(command(metrics_server, "metrics", db_from_env=True), DEFAULT_METRICS_PORT, EVERY_INTERFACE)
+    p = command(dashboard, db_from_env=True)
+    listening(p, DEFAULT_DASHBOARD_PORT, f"{EVERY_INTERFACE}, with a token")
     p.add_argument(
-        "--host",
-        type=listen_host,
-        default="127.0.0.1",
-        help="the address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)",
+        "--allow-actions", action="store_true", help="let the pages requeue, cancel, pause and resume"
     )
-    p.add_argument(
-        "--port",
-        type=port,
-        default=DEFAULT_METRICS_PORT,
-        help=f"the port (default {DEFAULT_METRICS_PORT}; 0: any free one)",
-    )
+    p.add_argument("--token", help="every request must carry this token (default $LABQUEUE_DASHBOARD_TOKEN)")
 
     for name, (_, help_text, _) in TOOLS.items():
         commands.add_parser(

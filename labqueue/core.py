@@ -43,6 +43,8 @@ MAX_ERROR_CHARS = 500
 # deeper, but not without limit: a payload enqueue accepts must always be readable.
 MAX_PAYLOAD_DEPTH = 100
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
+# The most steps throughput() counts in (a chart's bars).
+MAX_THROUGHPUT_STEPS = 10_000
 # How long a queue object trusts its reading of the paused queues: a pause reaches every
 # worker within this many seconds, at the cost of one tiny read each time.
 PAUSES_READ_EVERY = 1.0
@@ -268,13 +270,16 @@ class PurgeWindow(_Params):
 @dataclass(frozen=True)
 class JobFilter(_Params):
     """Which stored rows Driver.jobs reads: None matches any state, kind or queue, and
-    `limit` None reads all; `newest` first, or in id order."""
+    `limit` None reads all; `newest` first, or in id order. `before`: only ids below it
+    (a page of a listing read by key, never by OFFSET: the next page starts below the
+    last id shown); None: no bound."""
 
     states: list[str] | None
     kind: str | None
     queue: str | None
     limit: int | None
     newest: bool
+    before: int | None = None
 
 
 class Driver(Protocol):
@@ -328,6 +333,14 @@ class Driver(Protocol):
     def job(self, job_id: int) -> JobRecord | None: ...
     def jobs(self, chosen: JobFilter) -> list[JobRecord]: ...
     def counts(self) -> dict[str, int]: ...
+    # one read-only transaction: every read in the block sees one snapshot, no lock is taken
+    def snapshot(self) -> AbstractContextManager[Any]: ...
+    # per named queue: (queue, scheduled, dead): queued jobs not yet due, and dead jobs
+    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]: ...
+    # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step
+    def throughput(
+        self, now: float | None, window: float, step: float
+    ) -> list[tuple[str, str, int, int]]: ...
     def pause(self, queue: str, reason: str | None, now: float | None) -> bool: ...  # (tx)
     def resume(self, queue: str) -> bool: ...  # (tx)
     def paused(self) -> list[tuple[str, float, str | None]]: ...
@@ -400,9 +413,9 @@ class _Transaction:
 
     __slots__ = ("_inner", "_queue")
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, inner: AbstractContextManager[Any] | None = None) -> None:
         self._queue = queue
-        self._inner = queue._d.transaction()
+        self._inner = queue._d.transaction() if inner is None else inner  # or the driver's snapshot()
 
     def __enter__(self) -> Any:
         try:
@@ -1118,7 +1131,14 @@ class Queue:
         return self._jobs(state, kind, limit, queue, newest=False)
 
     def _jobs(
-        self, state: object, kind: object, limit: object, queue: object, *, newest: bool
+        self,
+        state: object,
+        kind: object,
+        limit: object,
+        queue: object,
+        *,
+        newest: bool,
+        before: object = None,
     ) -> list[JobRecord]:
         chosen = JobFilter(
             states=validate.states(state),  # type: ignore[arg-type]
@@ -1126,6 +1146,7 @@ class Queue:
             queue=None if queue is None else validate.queue_name(queue),
             limit=None if limit is None else validate.read_limit(limit),
             newest=newest,
+            before=None if before is None else validate.job_id(before),
         )
         return self._read(lambda: self._d.jobs(chosen))
 
@@ -1136,10 +1157,13 @@ class Queue:
         kind: str | None = None,
         limit: int | None = None,
         queue: str | None = None,
+        before: int | None = None,
     ) -> list[JobRecord]:
         """jobs(), newest first: the last `limit` rows matching the filters (what an operator
-        wants to see first on a bad day)."""
-        return self._jobs(state, kind, limit, queue, newest=True)
+        wants to see first on a bad day). `before`: only jobs with a smaller id, so the next
+        page of a listing is latest_jobs(before=<the last id shown>), read through the
+        primary key whatever the page's depth (keyset paging, not OFFSET)."""
+        return self._jobs(state, kind, limit, queue, newest=True, before=before)
 
     def finished_within(self, seconds: float) -> dict[str, dict[str, int]]:
         """How many jobs finished in the last `seconds` by the queue's clock, per named
@@ -1151,6 +1175,40 @@ class Queue:
         for name, state, n in self._read(lambda: self._d.finished_within(self._now(), seconds)):
             found.setdefault(name, {})[state] = n
         return found
+
+    def queue_totals(self) -> dict[str, dict[str, int]]:
+        """Per named queue, what queue_stats() leaves out: "scheduled" (queued, not due yet:
+        delayed or backing off) and "dead". A queue with neither is not listed. Reads the
+        live rows and the dead ones through their partial indexes, never the done ones."""
+        return {
+            name: {"scheduled": scheduled, "dead": dead}
+            for name, scheduled, dead in self._read(lambda: self._d.queue_totals(self._now()))
+        }
+
+    def throughput(self, seconds: float = 3600.0, step: float = 60.0) -> dict[str, dict[str, list[int]]]:
+        """Jobs finished in each `step` of the last `seconds` by the queue's clock, per named
+        queue and final state (done, dead, cancelled): counts, the oldest step first and the
+        step ending now last. Like finished_within(), one read of the table (no index on
+        finished_at): for a dashboard's chart, not the hot path."""
+        seconds = validate.positive("seconds", seconds)
+        step = validate.positive("step", step)
+        steps = max(1, math.ceil(seconds / step))
+        if steps > MAX_THROUGHPUT_STEPS:
+            raise InvalidArgument(
+                f"seconds / step must be at most {MAX_THROUGHPUT_STEPS} steps, got {seconds:g} / {step:g}"
+            )
+        found: dict[str, dict[str, list[int]]] = {}
+        for name, state, ago, n in self._read(lambda: self._d.throughput(self._now(), seconds, step)):
+            if 0 <= ago < steps:
+                found.setdefault(name, {}).setdefault(state, [0] * steps)[steps - 1 - ago] += n
+        return found
+
+    def read_only(self) -> AbstractContextManager[Any]:
+        """A block whose reads all see one snapshot of the queue, in one read-only
+        transaction: no lock is taken that a worker could wait on (SQLite's WAL readers never
+        block a writer), and a write in the block is refused. A dashboard's page reads in one,
+        and renders after it ends."""
+        return _Transaction(self, self._d.snapshot())
 
     def longest_waiting(self) -> tuple[int, float] | None:
         """The queued job created longest ago and how long ago (seconds, by the queue's clock),

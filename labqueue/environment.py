@@ -8,7 +8,9 @@ started with --lease. A bad value is refused like the option's own bad value, na
 option and the variable.
 
     LABQUEUE_DB           the queue (file or postgresql:// URL) for worker, stats, jobs,
-                          purge, health and metrics when DB is not given
+                          purge, health, metrics and dashboard when DB is not given
+    LABQUEUE_DASHBOARD_TOKEN
+                          the dashboard's access token (read by `labqueue dashboard` itself)
     LABQUEUE_HANDLERS, LABQUEUE_CONCURRENCY, LABQUEUE_LEASE, ...
                           the worker's options: each is declared with its option in
                           labqueue.settings, and `labqueue worker --help` names it

@@ -180,9 +180,22 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:  # scrapes are routine: DEBUG
             log.debug("%s %s", self.address_string(), format % args)
 
+    run_server(Handler, host, port, ready=ready, stop=stop)
+
+
+def run_server(
+    handler: type[BaseHTTPRequestHandler],
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    stop: threading.Event | StopEvent | None = None,
+) -> None:
+    """Serve `handler` on `host`:`port` (a thread per request; IPv6 when `host` is one) until
+    `stop` is set: the metrics endpoint's server, and the dashboard's (labqueue.dashboard)."""
     stop = stop or threading.Event()
     server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
-    with server_class((host, port), Handler) as server:
+    with server_class((host, port), handler) as server:
         server.daemon_threads = True
         if ready is not None:
             ready(server)

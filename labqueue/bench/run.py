@@ -3,6 +3,7 @@
     python -m labqueue.bench [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
     python -m labqueue.bench pg ...       PostgreSQL beside SQLite (labqueue.bench.pg)
     python -m labqueue.bench wakeup ...   pick-up latency on SQLite (labqueue.bench.wakeup)
+    python -m labqueue.bench dashboard    the dashboard's pages on a million-job SQLite queue
 
 Drains the same no-op workload through every contender in `contenders`, with
 1 and with 4 worker processes, round-robin over several rounds (the order rotates
@@ -394,6 +395,7 @@ PARTS = {
     "pg": "labqueue.bench.pg",
     "pg-peers": "labqueue.bench.pg_peers",
     "wakeup": "labqueue.bench.wakeup",
+    "dashboard": "labqueue.bench.dashboard",
     "figures": "labqueue.bench.published",
 }
 

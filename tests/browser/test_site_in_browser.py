@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from offline import offline_tab
 
 from labqueue.website.build import build, pages
 
@@ -33,22 +34,7 @@ def site(tmp_path_factory) -> Iterator[str]:
 @pytest.fixture
 def page(browser, site):
     """A page whose every request off this machine is refused, with its troubles recorded."""
-    context = browser.new_context()
-    tab = context.new_page()
-    tab.troubles = []  # type: ignore[attr-defined]
-    tab.outside = []  # type: ignore[attr-defined]
-
-    def route(request_route) -> None:
-        if request_route.request.url.startswith(site):
-            request_route.continue_()
-        else:
-            tab.outside.append(request_route.request.url)  # type: ignore[attr-defined]
-            request_route.abort()
-
-    tab.route("**/*", route)
-    tab.on("console", lambda m: m.type == "error" and tab.troubles.append(f"console: {m.text}"))
-    tab.on("pageerror", lambda e: tab.troubles.append(f"page error: {e}"))
-    tab.on("requestfailed", lambda r: r.url.startswith(site) and tab.troubles.append(f"failed: {r.url}"))
+    context, tab = offline_tab(browser, site)
     yield tab
     context.close()
 

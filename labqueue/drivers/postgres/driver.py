@@ -414,11 +414,30 @@ class PgDriver:
 
     def jobs(self, chosen: JobFilter) -> list[JobRecord]:
         statement = sql.LATEST_JOBS if chosen.newest else sql.JOBS
+        params = chosen.params()
+        if params["before"] is None:
+            params["before"] = validate.MAX_SQLITE_INT  # the largest id either backend stores
         # prepare=False: planned for its own filters every time (see _session()).
-        return [JobRecord(*row) for row in self.db.execute(statement, chosen.params(), prepare=False)]
+        return [JobRecord(*row) for row in self.db.execute(statement, params, prepare=False)]
 
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute(sql.COUNTS).fetchall())
+
+    @contextmanager
+    def snapshot(self) -> Iterator[psycopg.Connection]:
+        """One REPEATABLE READ, READ ONLY transaction: one snapshot, any write refused."""
+        with self.db.transaction():
+            self.db.execute(sql.READ_ONLY)
+            yield self.db
+
+    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]:
+        scheduled: dict[str, int] = dict(self.db.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
+        dead: dict[str, int] = dict(self.db.execute(sql.DEAD_BY_QUEUE).fetchall())
+        return [(name, scheduled.get(name, 0), dead.get(name, 0)) for name in sorted({*scheduled, *dead})]
+
+    def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
+        params = {"now": now, "window": window, "step": step}
+        return [tuple(row) for row in self.db.execute(sql.THROUGHPUT, params).fetchall()]
 
     def close(self) -> None:
         self.db.close()

@@ -396,12 +396,14 @@ STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD, STATS_BY_QUEUE)
 
 JOB = f"SELECT {COLUMN_LIST} FROM jobs WHERE id = %(id)s"
 
-# Filters that are NULL match every row; LIMIT NULL means no limit.
+# Filters that are NULL match every row; LIMIT NULL means no limit; ids below %(before)s
+# (drivers/sqlite/sql.py's JOBS: a listing's next page, read by key).
 JOBS = f"""
 SELECT {COLUMN_LIST} FROM jobs
  WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
    AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+   AND id < %(before)s
  ORDER BY id
  LIMIT %(limit)s
 """
@@ -486,6 +488,7 @@ SELECT {COLUMN_LIST} FROM jobs
  WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
    AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+   AND id < %(before)s
  ORDER BY id DESC
  LIMIT %(limit)s
 """
@@ -495,3 +498,18 @@ SELECT id, {NOW} - created_at FROM jobs
  ORDER BY created_at, id
  LIMIT 1
 """
+
+# -- the dashboard's overview and chart (drivers/sqlite/sql.py's statements of the same names)
+SCHEDULED_BY_QUEUE = f"""
+SELECT queue, COUNT(*) FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'queued' AND visible_at > {NOW}
+ GROUP BY queue
+"""
+DEAD_BY_QUEUE = "SELECT queue, COUNT(*) FROM jobs WHERE state = 'dead' GROUP BY queue"
+THROUGHPUT = f"""
+SELECT queue, state, floor(({NOW} - finished_at) / %(step)s)::int AS ago, COUNT(*) FROM jobs
+ WHERE finished_at > {NOW} - %(window)s AND finished_at <= {NOW}
+ GROUP BY queue, state, ago
+"""
+# A page's reads: one snapshot, and a write refused (the first statement of the transaction).
+READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"

@@ -534,12 +534,18 @@ class SqliteDriver:
         return None if row is None else _record(row)
 
     def jobs(self, chosen: JobFilter) -> list[JobRecord]:
-        statement = sql.LATEST_JOBS if chosen.newest else sql.JOBS
         states, limit = chosen.states, chosen.limit
+        term = None
+        if states is not None and set(states) <= {"queued", "running"}:
+            term = sql.LIVE_STATES
+        elif states == ["dead"]:
+            term = sql.DEAD_STATE
+        statement = sql.LISTINGS[chosen.newest, term]
         params = {
             **chosen.params(),
             "states": None if states is None else json.dumps(states),
             "limit": -1 if limit is None else limit,
+            "before": validate.MAX_SQLITE_INT if chosen.before is None else chosen.before,
         }
         with self._lenient_text():
             return [_record(row) for row in self.db.execute(statement, params)]
@@ -556,6 +562,31 @@ class SqliteDriver:
 
     def counts(self) -> dict[str, int]:
         return {row[0]: row[1] for row in self._hot.execute(sql.COUNTS)}
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (BEGIN DEFERRED: no lock until the first read, then a
+        snapshot), writes refused by query_only until it ends."""
+        self.db.execute("PRAGMA query_only = ON")
+        try:
+            self._own(sql.BEGIN_READ)
+            try:
+                yield self.db
+            finally:
+                self._undo()  # nothing was written: ending it is all a rollback does
+        finally:
+            self.db.execute("PRAGMA query_only = OFF")
+
+    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]:
+        with self._lenient_text():
+            scheduled = dict(self._hot.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
+            dead = dict(self._hot.execute(sql.DEAD_BY_QUEUE).fetchall())
+        return [(name, scheduled.get(name, 0), dead.get(name, 0)) for name in sorted({*scheduled, *dead})]
+
+    def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
+        with self._lenient_text():
+            params = {"now": now, "window": window, "step": step}
+            return [tuple(row) for row in self._hot.execute(sql.THROUGHPUT, params)]
 
     def close(self) -> None:
         if self._waiter is not None:

@@ -142,6 +142,9 @@ SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
 BEGIN = "BEGIN IMMEDIATE /* labqueue */"
 COMMIT = "COMMIT /* labqueue */"
 ROLLBACK = "ROLLBACK /* labqueue */"
+# A read-only transaction (a dashboard page): one snapshot of the file, no lock a writer
+# waits on (a WAL reader never blocks a writer); PRAGMA query_only refuses writes meanwhile.
+BEGIN_READ = "BEGIN DEFERRED /* labqueue read */"
 
 # -- schema versions -----------------------------------------------------------------
 # The version lives in the file header (PRAGMA user_version). MIGRATIONS[n] takes a file
@@ -523,7 +526,9 @@ SELECT queue,
 STATS_QUERIES = (STATS_LIVE, STATS_READY, STATS_DEAD, STATS_BY_QUEUE)
 
 # Reading jobs back (operators, tests, the course). Filters that are NULL match every
-# row; the states travel as one JSON array parameter; LIMIT -1 means no limit.
+# row; the states travel as one JSON array parameter; LIMIT -1 means no limit. :before
+# bounds the ids (the driver gives the largest id when there is no bound), so a page of a
+# listing starts below the last id of the page before it, through the primary key.
 JOB = "SELECT * FROM jobs WHERE id = ?"
 
 JOBS = """
@@ -531,9 +536,26 @@ SELECT * FROM jobs
  WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:kind IS NULL OR kind = :kind)
    AND (:queue IS NULL OR queue = :queue)
+   AND id < :before
  ORDER BY id
  LIMIT :limit
 """
+
+# JOBS and LATEST_JOBS when every state asked for is live, or the state is dead: the literal
+# term lets SQLite read a partial index (jobs_ready's live rows, jobs_dead's ids) instead of
+# walking the whole table for a few rows (the dashboard's running jobs and dead letters).
+LIVE_STATES, DEAD_STATE = "state IN ('queued', 'running')", "state = 'dead'"
+
+
+def narrowed(statement: str, term: str) -> str:
+    narrow = statement.replace(" WHERE ", f" WHERE {term} AND ", 1)
+    # the live rows are few: read them all through jobs_ready and sort, never walk the ids
+    if term == LIVE_STATES:  # unary +: the id is not an index's key here
+        narrow = narrow.replace("AND id < :before", "AND +id < :before").replace(
+            "ORDER BY id", "ORDER BY +id"
+        )
+    return narrow
+
 
 COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"
 
@@ -640,9 +662,17 @@ SELECT * FROM jobs
  WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:kind IS NULL OR kind = :kind)
    AND (:queue IS NULL OR queue = :queue)
+   AND id < :before
  ORDER BY id DESC
  LIMIT :limit
 """
+
+# The listings, keyed by (newest first?, the states' index term or None).
+LISTINGS = {
+    (newest, term): statement if term is None else narrowed(statement, term)
+    for newest, statement in ((False, JOBS), (True, LATEST_JOBS))
+    for term in (None, LIVE_STATES, DEAD_STATE)
+}
 
 # The queued job created longest ago, and how long ago by the reader's clock (health's
 # --max-waiting, metrics' labqueue_longest_waiting_seconds): whatever keeps it waiting. The
@@ -652,4 +682,23 @@ SELECT id, :now - created_at AS waited FROM jobs
  WHERE state IN ('queued', 'running') AND state = 'queued'
  ORDER BY created_at, id
  LIMIT 1
+"""
+
+# The dashboard's overview (labqueue.dashboard): per named queue, queued jobs not due yet
+# (through the live rows' index) and dead jobs (through jobs_dead), never the done rows.
+SCHEDULED_BY_QUEUE = """
+SELECT queue, COUNT(*) AS n FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'queued' AND visible_at > :now
+ GROUP BY queue
+"""
+
+DEAD_BY_QUEUE = "SELECT queue, COUNT(*) AS n FROM jobs WHERE state = 'dead' GROUP BY queue"
+
+# Jobs finished in the last :window seconds per queue, final state and :step seconds ago
+# (0: the step ending now): the dashboard's throughput chart. Like FINISHED_WITHIN, it
+# reads the table once (no index on finished_at).
+THROUGHPUT = """
+SELECT queue, state, CAST((:now - finished_at) / :step AS INTEGER) AS ago, COUNT(*) AS n FROM jobs
+ WHERE finished_at > :now - :window AND finished_at <= :now
+ GROUP BY queue, state, ago
 """

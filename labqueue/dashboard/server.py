@@ -1,0 +1,297 @@
+"""The dashboard's HTTP side: routing, the token and CSRF checks, the headers, and the
+standard library's ThreadingHTTPServer (labqueue.metrics.run_server) to serve it.
+
+Dashboard.respond() turns one request into one Response and never raises: a queue that is
+missing, locked or broken gives a 503 page and the next request tries again (each request
+opens the queue, reads it in one read-only transaction and closes it, as a metrics scrape
+does). Nothing secret reaches a page or the log: the queue is named by its redacted
+location, every error message is redacted, and the log shows paths without their query.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError
+from ..metrics import listen_host, run_server
+from ..redaction import redact
+from ..signals import StopEvent
+from . import actions, reading, views
+from .auth import CSRF_FIELD, Guard, check_exposure
+
+log = logging.getLogger("labqueue.dashboard")
+
+STATIC = {"dashboard.css": "text/css; charset=utf-8", "refresh.js": "text/javascript; charset=utf-8"}
+MAX_FORM_BYTES = 64 * 1024
+JOB_PATH = re.compile(r"/jobs/(\d{1,18})")
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+HTML = "text/html; charset=utf-8"
+
+
+class Headers(Protocol):
+    """A request's headers: a dict, or http.server's Message."""
+
+    def get(self, name: str, default: None = None) -> str | None: ...
+
+
+class Unreadable(Exception):
+    """The queue could not be opened or read for this request (its cause says why)."""
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Dashboard:
+    """One dashboard: how to open the queue (a context manager, per request), its name for
+    pages (`where`, already redacted), the `location` whose secrets every message is cleaned
+    of, whether actions are on, and the access token (None: none needed)."""
+
+    def __init__(
+        self,
+        open_queue: Callable[[], Any],
+        *,
+        where: str,
+        location: object = None,
+        allow_actions: bool = False,
+        token: str | None = None,
+    ) -> None:
+        self.open_queue = open_queue
+        self.location = location
+        self.allow_actions = allow_actions
+        self.guard = Guard(token)
+        self.page = views.Page(redact(where, location), self.guard.csrf, allow_actions)
+
+    # -- one request --------------------------------------------------------------------
+
+    def respond(self, method: str, target: str, headers: Headers, body: bytes = b"") -> Response:
+        try:
+            return self._respond(method, target, headers, body)
+        except Exception as exc:  # a bug of ours: a page saying so, never a dropped connection
+            log.error("dashboard: %s %s failed: %s", method, urlsplit(target).path, self.clean(exc))
+            return self.html(500, views.problem(self.page, "The dashboard failed", self.clean(exc)))
+
+    def _respond(self, method: str, target: str, headers: Headers, body: bytes) -> Response:
+        parts = urlsplit(target)
+        path = parts.path
+        if self.guard.token is not None:
+            first = self.guard.token_in_query(target)
+            if first is not None:
+                right, rest = first
+                if not right:
+                    return self.refuse(401, "Wrong token", "This dashboard's token is not the one given.")
+                return Response(303, headers={"Location": rest, "Set-Cookie": self.guard.cookie()})
+            if not self.guard.admits(headers.get("Cookie"), headers.get("Authorization")):
+                return self.refuse(
+                    401,
+                    "Token needed",
+                    "This dashboard needs its token: open it once as /?token=<the token>.",
+                )
+        if method == "POST":
+            return self.post(path, headers, body)
+        if method != "GET":
+            return self.refuse(405, "Not allowed", f"{method} is not served here.")
+        if path.startswith("/static/"):
+            return self.static(path[len("/static/") :])
+        if path == "/favicon.ico":  # a browser asks for it: no icon, and no 404 in its console
+            return Response(204, headers=dict(HEADERS))
+        try:
+            return self.get(path, parts.query)
+        except InvalidArgument as exc:
+            return self.refuse(400, "Bad request", str(exc))
+
+    def get(self, path: str, query: str) -> Response:
+        found = JOB_PATH.fullmatch(path)
+        if path == "/":
+            return self.view(reading.overview, views.overview)
+        if path == "/jobs":
+            filters = reading.Filters.parse(query)
+            return self.view(lambda q: reading.listing(q, filters), views.jobs)
+        if path == "/dead":
+            filters = reading.Filters.parse(query, state="dead")
+            return self.view(lambda q: reading.listing(q, filters), views.dead)
+        if path == "/running":
+            return self.view(reading.running, views.running)
+        if found:
+            job_id = int(found[1])
+            return self.view(
+                lambda q: reading.one_job(q, job_id),
+                lambda page, seen: views.job(page, seen, job_id),
+                found=lambda seen: seen.job is not None,
+            )
+        return self.refuse(404, "Not found", f"There is no page at {path}.")
+
+    def view(
+        self,
+        read: Callable[[Any], Any],
+        render: Callable[[views.Page, Any], str],
+        found: Callable[[Any], bool] = lambda seen: True,
+    ) -> Response:
+        """Read in one read-only transaction, close the queue, then render (a 404 page when
+        `found` says what was read is not there)."""
+        try:
+            seen = self.using(read)
+        except Unreadable as exc:
+            return self.unreadable(exc.__cause__ or exc)
+        return self.html(200 if found(seen) else 404, render(self.page, seen))
+
+    def using(self, use: Callable[[Any], Any]) -> Any:
+        """use(q) on the queue opened for this request alone, closed after. Whatever stops
+        it opening (a missing file, a broken one, a lock, a server down), and a database
+        error while it is used, raise Unreadable; the queue's own refusals (a bad argument,
+        a job that cannot be cancelled) go on as they are."""
+        try:
+            opened = self.open_queue()
+        except Exception as exc:
+            raise Unreadable(exc) from exc
+        with opened as q:
+            try:
+                return use(q)
+            except (InvalidArgument, JobNotFound, CannotCancel):
+                raise
+            except Exception as exc:
+                if isinstance(exc, LabqueueError) or is_database_error(exc) or isinstance(exc, OSError):
+                    raise Unreadable(exc) from exc
+                raise
+
+    def post(self, path: str, headers: Headers, body: bytes) -> Response:
+        name = path.removeprefix("/actions/")
+        if not path.startswith("/actions/") or name not in actions.ACTIONS:
+            return self.refuse(404, "Not found", f"There is no action at {path}.")
+        if not self.allow_actions:
+            return self.refuse(
+                403, "Actions are off", "This dashboard is read-only: start it with --allow-actions to act."
+            )
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if not self.guard.csrf_ok(form.get(CSRF_FIELD)) or not same_origin(headers):
+            return self.refuse(
+                403, "Refused", "This form did not come from this dashboard's own page (CSRF token)."
+            )
+        back = {"requeue": "/dead", "cancel": "/running"}.get(name, "/")
+        if form.get("id") and name in ("requeue", "cancel"):
+            back = f"/jobs/{form['id']}" if form["id"].isdigit() else back
+        try:
+            message = self.using(lambda q: actions.run(q, name, form))
+        except InvalidArgument as exc:
+            return self.refuse(400, "Not done", str(exc))
+        except (JobNotFound, CannotCancel) as exc:
+            return self.refuse(409, "Not done", str(exc))
+        except Unreadable as exc:
+            return self.unreadable(exc.__cause__ or exc)
+        log.info("dashboard: %s", self.clean(message))
+        return self.html(200, views.result(self.page, message, back))
+
+    def static(self, name: str) -> Response:
+        if name not in STATIC:
+            return self.refuse(404, "Not found", f"There is no file {name}.")
+        data = (resources.files(__package__) / "static" / name).read_bytes()
+        return Response(200, data, {"Content-Type": STATIC[name], **HEADERS, "Cache-Control": "max-age=300"})
+
+    # -- answers ------------------------------------------------------------------------
+
+    def clean(self, what: object) -> str:
+        return redact(" ".join(str(what).split()) or type(what).__name__, self.location)
+
+    def unreadable(self, exc: BaseException) -> Response:
+        message = self.clean(exc)
+        log.warning("dashboard: cannot read the queue: %s", message)
+        hint = "The dashboard keeps running: reload this page once the database is back."
+        return self.html(503, views.problem(self.page, "Cannot read the queue", message, hint))
+
+    def refuse(self, status: int, title: str, message: str) -> Response:
+        return self.html(status, views.problem(self.page, title, self.clean(message)))
+
+    @staticmethod
+    def html(status: int, page: str) -> Response:
+        return Response(status, page.encode("utf-8"), {"Content-Type": HTML, **HEADERS})
+
+
+def same_origin(headers: Headers) -> bool:
+    """False when the browser's Origin header names another site (a second check after the
+    CSRF token); no Origin, or "null" (what a browser sends under some referrer policies),
+    leaves it to the token."""
+    origin, host = headers.get("Origin"), headers.get("Host")
+    if not origin or origin == "null" or not host:
+        return True
+    return urlsplit(origin).netloc == host
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """A driver's own error (sqlite3's, or psycopg's when it is loaded)."""
+    import sqlite3
+
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, sqlite3.Error) or (psycopg is not None and isinstance(exc, psycopg.Error))
+
+
+def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "labqueue-dashboard"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            self.answer("GET", b"")
+
+        def do_POST(self) -> None:
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 <= length <= MAX_FORM_BYTES:
+                self.send(dashboard.refuse(413, "Too large", f"A form is at most {MAX_FORM_BYTES} bytes."))
+                return
+            self.answer("POST", self.rfile.read(length))
+
+        def answer(self, method: str, body: bytes) -> None:
+            self.send(dashboard.respond(method, self.path, self.headers, body))
+
+        def send(self, response: Response) -> None:
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            self.wfile.write(response.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            # the path without its query: a first visit's ?token=... is never logged
+            path = urlsplit(getattr(self, "path", "")).path
+            log.debug("%s %s %s", self.address_string(), getattr(self, "command", ""), path)
+
+    return Handler
+
+
+def serve(
+    dashboard: Dashboard,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    stop: threading.Event | StopEvent | None = None,
+) -> None:
+    """Serve `dashboard` on `host`:`port` until `stop` is set. Listening beyond this machine
+    without a token raises NeedsToken before anything listens."""
+    host = listen_host(host)
+    check_exposure(host, dashboard.guard.token)
+    run_server(handler_for(dashboard), host, port, ready=ready, stop=stop)
