@@ -335,8 +335,8 @@ class Driver(Protocol):
     def counts(self) -> dict[str, int]: ...
     # one read-only transaction: every read in the block sees one snapshot, no lock is taken
     def snapshot(self) -> AbstractContextManager[Any]: ...
-    # per named queue: (queue, scheduled, dead): queued jobs not yet due, and dead jobs
-    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]: ...
+    # per named queue: queued jobs not yet due, and dead jobs ({queue: n} each)
+    def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]: ...
     # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step
     def throughput(
         self, now: float | None, window: float, step: float
@@ -1180,9 +1180,10 @@ class Queue:
         """Per named queue, what queue_stats() leaves out: "scheduled" (queued, not due yet:
         delayed or backing off) and "dead". A queue with neither is not listed. Reads the
         live rows and the dead ones through their partial indexes, never the done ones."""
+        scheduled, dead = self._read(lambda: self._d.queue_totals(self._now()))
         return {
-            name: {"scheduled": scheduled, "dead": dead}
-            for name, scheduled, dead in self._read(lambda: self._d.queue_totals(self._now()))
+            name: {"scheduled": scheduled.get(name, 0), "dead": dead.get(name, 0)}
+            for name in sorted({*scheduled, *dead})
         }
 
     def throughput(self, seconds: float = 3600.0, step: float = 60.0) -> dict[str, dict[str, list[int]]]:

@@ -38,6 +38,11 @@ def printable(text: str) -> str:
     return UNPRINTABLE.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text)
 
 
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters: a longer one ends in an ellipsis."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def utc(seconds: float | None) -> str:
     """A moment (seconds since the epoch) as '2026-12-03 23:25:39' UTC; '' for none; a
     stored value that is no date (out of range, not a number) as it is stored."""
@@ -102,7 +107,7 @@ def _row(r: Any) -> tuple[str, ...]:
         utc(r.created_at),
         utc(r.finished_at),
         printable(str(r.worker or "")),
-        error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…",
+        cut(error, ERROR_WIDTH),
     )
 
 

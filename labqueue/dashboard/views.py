@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..core import JobRecord
-from ..listing import decoded_payload, printable, utc
+from ..listing import cut, decoded_payload, printable, utc
 from ..validate import STATES
 from .auth import CSRF_FIELD
 from .chart import throughput_svg
@@ -238,8 +238,7 @@ def pager(path: str, seen: Listing, *, keep_state: bool) -> str:
 
 
 def short(error: str | None) -> str:
-    shown = str(error or "")
-    return shown if len(shown) <= ERROR_CUT else shown[: ERROR_CUT - 1] + "…"
+    return cut(str(error or ""), ERROR_CUT)
 
 
 def job_row(r: JobRecord, now: float, last: str) -> str:

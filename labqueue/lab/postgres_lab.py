@@ -164,8 +164,9 @@ SQL_WORD = re.compile(r"(?:'[^']*'|\bdouble precision\b|[^\s'])+", re.I)
 
 def wrap_sql(text: str, width: int = SQL_COLUMN_WIDTH) -> str:
     """SQL with each line longer than `width` broken at a space between two tokens, never
-    inside a name, a parameter or a quoted string. It breaks after a comma where it can, else
-    outside brackets, else at the last space that fits; continuation lines are indented eight
+    inside a name, a parameter or a quoted string. Of the spaces in the second half of the
+    line that fit, it takes one after a comma, else one outside brackets, else the last one
+    (a line with no such space breaks at the last that fits); continuation lines are indented eight
     spaces past the line they continue. A line that fits is kept as it is, and so is a single
     token too long for any line."""
     lines = []

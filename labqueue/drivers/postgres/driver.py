@@ -430,10 +430,9 @@ class PgDriver:
             self.db.execute(sql.READ_ONLY)
             yield self.db
 
-    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]:
+    def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]:
         scheduled: dict[str, int] = dict(self.db.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
-        dead: dict[str, int] = dict(self.db.execute(sql.DEAD_BY_QUEUE).fetchall())
-        return [(name, scheduled.get(name, 0), dead.get(name, 0)) for name in sorted({*scheduled, *dead})]
+        return scheduled, dict(self.db.execute(sql.DEAD_BY_QUEUE).fetchall())
 
     def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
         params = {"now": now, "window": window, "step": step}

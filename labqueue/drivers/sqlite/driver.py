@@ -577,11 +577,10 @@ class SqliteDriver:
         finally:
             self.db.execute("PRAGMA query_only = OFF")
 
-    def queue_totals(self, now: float | None) -> list[tuple[str, int, int]]:
+    def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]:
         with self._lenient_text():
             scheduled = dict(self._hot.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
-            dead = dict(self._hot.execute(sql.DEAD_BY_QUEUE).fetchall())
-        return [(name, scheduled.get(name, 0), dead.get(name, 0)) for name in sorted({*scheduled, *dead})]
+            return scheduled, dict(self._hot.execute(sql.DEAD_BY_QUEUE).fetchall())
 
     def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
         with self._lenient_text():
