@@ -20,6 +20,7 @@ import threading
 import urllib.error
 import urllib.request
 from importlib import resources
+from urllib.parse import urljoin
 
 import pytest
 
@@ -133,8 +134,8 @@ def test_the_jobs_list_is_newest_first_filtered_and_paged_by_id(make_queue, cloc
     first = ids_shown(page)
     assert first == sorted(first, reverse=True) and len(first) == PAGE_SIZE and first[0] == other
     older = re.search(r'rel="next" href="([^"]+)"', page)[1]
-    assert html.unescape(older) == f"/jobs?before={first[-1]}"
-    second = ids_shown(get(dash, html.unescape(older))[1])
+    assert html.unescape(older) == f"jobs?before={first[-1]}"
+    second = ids_shown(get(dash, "/" + html.unescape(older))[1])
     assert len(second) == 21 and second[0] == first[-1] - 1  # no row twice, none missed
     assert 'rel="next"' not in get(dash, html.unescape(older))[1]
     assert ids_shown(get(dash, "/jobs?kind=sms")[1]) == [other]
@@ -195,8 +196,32 @@ def test_pages_allow_only_the_packages_own_css_and_script(make_queue):
     policy = response.headers["Content-Security-Policy"]
     assert "default-src 'none'" in policy and "script-src 'self'" in policy and "style-src 'self'" in policy
     page = response.body.decode()
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/refresh.js" defer>']
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="static/refresh.js" defer>']
     assert " style=" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_every_link_stays_under_a_proxys_prefix_and_reaches_a_page(make_queue, clock):
+    """Behind Jupyter's /proxy/9188/ (Binder) the server sees /jobs; the browser resolves
+    each link against the page's own URL and <base>: every one must land under the prefix."""
+    made = seed(make_queue(), clock)
+    dash = board(make_queue, allow_actions=True)
+    prefix = "http://lab.example/user/x/proxy/9188"
+    seen = set()
+    for target in ("/", "/jobs", "/dead", "/running", f"/jobs/{made['dead'][0]}", "/nowhere/at/all"):
+        page = get(dash, target)[1]
+        base = urljoin(prefix + target, re.search(r'<base href="([^"]+)">', page)[1])
+        for link in re.findall(r'(?<!<base )(?:href|src|action)="([^"]+)"', page):
+            resolved = urljoin(base, html.unescape(link))
+            assert resolved.startswith(prefix + "/"), (target, link, resolved)
+            seen.add(resolved[len(prefix) :])
+    assert {"/", "/jobs", "/dead", "/running", "/static/dashboard.css", f"/jobs/{made['dead'][0]}"} <= seen
+    for path in seen - {p for p in seen if p.startswith("/actions/")}:
+        assert get(dash, path)[0] == 200, path
+    status, page = post(dash, "requeue", {"id": made["dead"][0]})
+    assert status == 200
+    back = re.search(r'<a href="([^"]+)">Back</a>', page)[1]
+    base = re.search(r'<base href="([^"]+)">', page)[1]
+    assert urljoin(urljoin(f"{prefix}/actions/requeue", base), back) == f"{prefix}/jobs/{made['dead'][0]}"
 
 
 def test_a_page_reads_in_one_read_only_transaction(make_queue):
@@ -275,7 +300,7 @@ def test_with_a_token_every_request_needs_it(make_queue):
     assert get(dash, "/static/dashboard.css")[0] == 401
     assert get(dash, "/?token=wrong")[0] == 401
     first = dash.respond("GET", "/jobs?state=dead&token=s3cret-token", {})
-    assert first.status == 303 and first.headers["Location"] == "/jobs?state=dead"
+    assert first.status == 303 and first.headers["Location"] == "jobs?state=dead"
     cookie = first.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     status, page = get(dash, "/", Cookie=cookie.split(";")[0])

@@ -37,7 +37,7 @@ HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -82,15 +82,19 @@ class Dashboard:
         self.allow_actions = allow_actions
         self.guard = Guard(token)
         self.page = views.Page(redact(where, location), self.guard.csrf, allow_actions)
+        # Each request renders with a Page whose links are relative to its own path (see
+        # views.Page.at), so the dashboard works behind a proxy that serves it under a prefix.
+        self.local = threading.local()
 
     # -- one request --------------------------------------------------------------------
 
     def respond(self, method: str, target: str, headers: Headers, body: bytes = b"") -> Response:
+        self.local.page = self.page.at(urlsplit(target).path)
         try:
             return self._respond(method, target, headers, body)
         except Exception as exc:  # a bug of ours: a page saying so, never a dropped connection
             log.error("dashboard: %s %s failed: %s", method, urlsplit(target).path, self.clean(exc))
-            return self.html(500, views.problem(self.page, "The dashboard failed", self.clean(exc)))
+            return self.html(500, views.problem(self.here, "The dashboard failed", self.clean(exc)))
 
     def _respond(self, method: str, target: str, headers: Headers, body: bytes) -> Response:
         parts = urlsplit(target)
@@ -101,7 +105,8 @@ class Dashboard:
                 right, rest = first
                 if not right:
                     return self.refuse(401, "Wrong token", "This dashboard's token is not the one given.")
-                return Response(303, headers={"Location": rest, "Set-Cookie": self.guard.cookie()})
+                # relative, as every link is: right behind a proxy's prefix too
+                return Response(303, headers={"Location": relative(rest), "Set-Cookie": self.guard.cookie()})
             if not self.guard.admits(headers.get("Cookie"), headers.get("Authorization")):
                 return self.refuse(
                     401,
@@ -154,7 +159,7 @@ class Dashboard:
             seen = self.using(read)
         except Unreadable as exc:
             return self.unreadable(exc.__cause__ or exc)
-        return self.html(200 if found(seen) else 404, render(self.page, seen))
+        return self.html(200 if found(seen) else 404, render(self.here, seen))
 
     def using(self, use: Callable[[Any], Any]) -> Any:
         """use(q) on the queue opened for this request alone, closed after. Whatever stops
@@ -188,9 +193,9 @@ class Dashboard:
             return self.refuse(
                 403, "Refused", "This form did not come from this dashboard's own page (CSRF token)."
             )
-        back = {"requeue": "/dead", "cancel": "/running"}.get(name, "/")
+        back = {"requeue": "dead", "cancel": "running"}.get(name, "./")
         if form.get("id") and name in ("requeue", "cancel"):
-            back = f"/jobs/{form['id']}" if form["id"].isdigit() else back
+            back = f"jobs/{form['id']}" if form["id"].isdigit() else back
         try:
             message = self.using(lambda q: actions.run(q, name, form))
         except InvalidArgument as exc:
@@ -200,7 +205,7 @@ class Dashboard:
         except Unreadable as exc:
             return self.unreadable(exc.__cause__ or exc)
         log.info("dashboard: %s", self.clean(message))
-        return self.html(200, views.result(self.page, message, back))
+        return self.html(200, views.result(self.here, message, back))
 
     def static(self, name: str) -> Response:
         if name not in STATIC:
@@ -210,6 +215,11 @@ class Dashboard:
 
     # -- answers ------------------------------------------------------------------------
 
+    @property
+    def here(self) -> views.Page:
+        """The Page of the request this thread is answering."""
+        return getattr(self.local, "page", self.page)
+
     def clean(self, what: object) -> str:
         return redact(" ".join(str(what).split()) or type(what).__name__, self.location)
 
@@ -217,14 +227,21 @@ class Dashboard:
         message = self.clean(exc)
         log.warning("dashboard: cannot read the queue: %s", message)
         hint = "The dashboard keeps running: reload this page once the database is back."
-        return self.html(503, views.problem(self.page, "Cannot read the queue", message, hint))
+        return self.html(503, views.problem(self.here, "Cannot read the queue", message, hint))
 
     def refuse(self, status: int, title: str, message: str) -> Response:
-        return self.html(status, views.problem(self.page, title, self.clean(message)))
+        return self.html(status, views.problem(self.here, title, self.clean(message)))
 
     @staticmethod
     def html(status: int, page: str) -> Response:
         return Response(status, page.encode("utf-8"), {"Content-Type": HTML, **HEADERS})
+
+
+def relative(target: str) -> str:
+    """A path (and query) on this dashboard as a reference relative to itself: /jobs?x=1
+    -> jobs?x=1, /jobs/7 -> 7, / -> ./ (what a redirect from that same path may say)."""
+    path, mark, query = target.partition("?")
+    return (path.rsplit("/", 1)[-1] or "./") + mark + query
 
 
 def same_origin(headers: Headers) -> bool:

@@ -25,7 +25,7 @@ from .reading import CHART_STEP, CHART_STEPS, Listing, OneJob, Overview
 
 ERROR_CUT = 120
 REFRESH_SECONDS = 5
-NAV = (("/", "Overview"), ("/jobs", "Jobs"), ("/dead", "Dead letters"), ("/running", "Running"))
+NAV = (("./", "Overview"), ("jobs", "Jobs"), ("dead", "Dead letters"), ("running", "Running"))
 
 PAGE = Template("""<!doctype html>
 <html lang="en">
@@ -33,12 +33,13 @@ PAGE = Template("""<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>$title · labqueue dashboard</title>
-<link rel="stylesheet" href="/static/dashboard.css">
-<script src="/static/refresh.js" defer></script>
+<base href="$base">
+<link rel="stylesheet" href="static/dashboard.css">
+<script src="static/refresh.js" defer></script>
 </head>
 <body>
 <header>
-<a class="brand" href="/">labqueue</a> <span class="where">$where</span>
+<a class="brand" href="./">labqueue</a> <span class="where">$where</span>
 <nav>$nav</nav>
 </header>
 <main>
@@ -52,11 +53,20 @@ $body
 
 
 class Page:
-    """What every page shares: the queue's name (redacted), the CSRF token for forms, and
-    whether actions are on."""
+    """What every page shares: the queue's name (redacted), the CSRF token for forms,
+    whether actions are on, and the base its links are relative to.
 
-    def __init__(self, where: str, csrf: str, actions: bool) -> None:
-        self.where, self.csrf, self.actions = where, csrf, actions
+    Every link is relative (`jobs`, not `/jobs`) and each page's <base> climbs back to the
+    dashboard's root, so the same pages work at / and behind a proxy's prefix (Jupyter's
+    /proxy/9188/ on Binder)."""
+
+    def __init__(self, where: str, csrf: str, actions: bool, base: str = "./") -> None:
+        self.where, self.csrf, self.actions, self.base = where, csrf, actions, base
+
+    def at(self, path: str) -> Page:
+        """This page for a request to `path`: /jobs -> base ./, /jobs/7 -> base ../"""
+        depth = max(path.count("/") - 1, 0)
+        return Page(self.where, self.csrf, self.actions, "../" * depth or "./")
 
     def render(self, title: str, body: str, *, current: str = "") -> str:
         nav = " ".join(
@@ -64,7 +74,9 @@ class Page:
             for href, label in NAV
         )
         footer = "actions on (started with --allow-actions)" if self.actions else "read-only: actions are off"
-        return PAGE.substitute(title=text(title), where=text(self.where), nav=nav, body=body, footer=footer)
+        return PAGE.substitute(
+            base=text(self.base), title=text(title), where=text(self.where), nav=nav, body=body, footer=footer
+        )
 
     def form(self, action: str, fields: dict[str, Any], button: str, *, extra: str = "") -> str:
         """A POST form for one action, with the CSRF token; nothing when actions are off."""
@@ -74,7 +86,7 @@ class Page:
             f'<input type="hidden" name="{text(k)}" value="{text(v)}">' for k, v in fields.items()
         )
         return (
-            f'<form class="action" method="post" action="/actions/{action}">'
+            f'<form class="action" method="post" action="actions/{action}">'
             f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(self.csrf)}">{hidden}{extra}'
             f'<button type="submit">{text(button)}</button></form>'
         )
@@ -162,7 +174,7 @@ def overview(page: Page, seen: Overview) -> str:
                 + (f": {text(pause['reason'])}" if pause["reason"] else "")
             )
         )
-        link = href("/jobs", {"queue": name})
+        link = href("jobs", {"queue": name})
         rows.append(
             f'<tr data-queue="{text(name)}"><th scope="row"><a href="{link}">{text(name)}</a></th>{cells}'
             f'<td class="paused">{paused}</td></tr>'
@@ -175,11 +187,11 @@ def overview(page: Page, seen: Overview) -> str:
     chart = throughput_svg(seen.throughput, CHART_STEP, CHART_STEPS)
     live = (
         f'<section id="live" data-refresh="{REFRESH_SECONDS}">'
-        f'<p class="stamp">Read at {text(utc(seen.now))} UTC. <a href="/">Refresh</a></p>'
+        f'<p class="stamp">Read at {text(utc(seen.now))} UTC. <a href="./">Refresh</a></p>'
         f'<dl class="totals">{totals}</dl>{table}'
         f"<h2>Throughput, last hour</h2>{chart}</section>"
     )
-    return page.render("Overview", live + pause_forms(page, seen), current="/")
+    return page.render("Overview", live + pause_forms(page, seen), current="./")
 
 
 def pause_forms(page: Page, seen: Overview) -> str:
@@ -243,7 +255,7 @@ def short(error: str | None) -> str:
 
 def job_row(r: JobRecord, now: float, last: str) -> str:
     return (
-        f'<tr data-id="{r.id}"><td><a href="/jobs/{r.id}">{r.id}</a></td><td>{text(r.kind)}</td>'
+        f'<tr data-id="{r.id}"><td><a href="jobs/{r.id}">{r.id}</a></td><td>{text(r.kind)}</td>'
         f"<td>{text(r.queue)}</td><td>{text(r.state)}</td><td>{text(r.attempts)}/{text(r.max_attempts)}</td>"
         f"<td>{when(r.created_at, now)}</td>{last}</tr>"
     )
@@ -260,11 +272,11 @@ def jobs(page: Page, seen: Listing) -> str:
         for r in seen.jobs
     ]
     body = (
-        filter_form("/jobs", seen, with_state=True)
+        filter_form("jobs", seen, with_state=True)
         + table(heads, rows, "No job matches.")
-        + pager("/jobs", seen, keep_state=True)
+        + pager("jobs", seen, keep_state=True)
     )
-    return page.render("Jobs", body, current="/jobs")
+    return page.render("Jobs", body, current="jobs")
 
 
 def dead(page: Page, seen: Listing) -> str:
@@ -287,12 +299,12 @@ def dead(page: Page, seen: Listing) -> str:
             bulk += page.form("requeue", picked, "Requeue every dead job matching these filters")
         bulk += page.form("requeue", {"all": "1"}, "Requeue every dead job")
     body = (
-        filter_form("/dead", seen, with_state=False)
+        filter_form("dead", seen, with_state=False)
         + f'<div class="bulk">{bulk}</div>'
         + table(heads, rows, "No dead job matches.")
-        + pager("/dead", seen, keep_state=False)
+        + pager("dead", seen, keep_state=False)
     )
-    return page.render("Dead letters", body, current="/dead")
+    return page.render("Dead letters", body, current="dead")
 
 
 def running(page: Page, seen: Listing) -> str:
@@ -310,7 +322,7 @@ def running(page: Page, seen: Listing) -> str:
                 f"<td>{page.form('cancel', {'id': r.id}, 'Cancel')}</td>",
             )
         )
-    return page.render("Running", table(heads, rows, "No job is running."), current="/running")
+    return page.render("Running", table(heads, rows, "No job is running."), current="running")
 
 
 def table(heads: list[str], rows: list[str], empty: str) -> str:
@@ -354,7 +366,7 @@ def job(page: Page, seen: OneJob, job_id: int) -> str:
         f'<h2>Last error</h2><pre class="error">{block(r.last_error or "(none)")}</pre>'
         f'<h2>Payload</h2><pre class="payload">{block(payload)}</pre>{actions}'
     )
-    return page.render(f"Job {r.id}", body, current="/jobs")
+    return page.render(f"Job {r.id}", body, current="jobs")
 
 
 # -- results and errors -------------------------------------------------------------------
@@ -366,4 +378,6 @@ def result(page: Page, message: str, back: str) -> str:
 
 def problem(page: Page, title: str, message: str, hint: str = "") -> str:
     extra = f"<p>{text(hint)}</p>" if hint else ""
-    return page.render(title, f'<p class="problem">{text(message)}</p>{extra}<p><a href="/">Overview</a></p>')
+    return page.render(
+        title, f'<p class="problem">{text(message)}</p>{extra}<p><a href="./">Overview</a></p>'
+    )
