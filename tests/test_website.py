@@ -4,8 +4,11 @@ the built site itself is read in Chromium by tests/browser/test_site_in_browser.
 from __future__ import annotations
 
 import json
+import re
 
 from labqueue.website import build
+
+PICTURE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")  # a markdown image: ![alt](where)
 
 
 def test_every_notebook_is_a_page_in_its_part_with_its_time():
@@ -57,6 +60,21 @@ def test_every_figure_has_alt_text_from_its_title_or_its_section():
             if any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
                 alt = cell["metadata"]["mystnb"]["image"]["alt"]
                 assert alt.startswith("Chart") and len(alt) > len("Chart: "), (page.name, alt)
+
+
+def test_every_picture_in_the_text_exists_says_what_it_shows_and_ships_with_the_site():
+    shown = 0
+    for page in build.pages():
+        nb = json.loads(page.path.read_text(encoding="utf-8"))
+        site = json.dumps(build.page_source(page, "ada/labqueue"))
+        for cell in (c for c in nb["cells"] if c["cell_type"] == "markdown"):
+            for alt, where in PICTURE.findall("".join(cell["source"])):
+                assert alt.startswith("Picture: ") and len(alt) > 40, (page.name, alt)
+                assert where.startswith("../docs/images/"), (page.name, where)
+                assert (page.path.parent / where).is_file(), (page.name, where)
+                assert f"](images/{where.removeprefix('../docs/images/')})" in site
+                shown += 1
+    assert shown >= 1  # notebook 10's picture of the web dashboard
 
 
 def test_the_figure_says_what_it_plots_for_its_alt_text():

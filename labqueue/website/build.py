@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = ROOT / "docs" / "glossary.md"
 FEEDBACK = ROOT / "docs" / "feedback.md"
+IMAGES = ROOT / "docs" / "images"  # pictures in the notebooks' text: ![...](../docs/images/x.png)
 OUT = ROOT / "build" / "site"
 PART_2_FROM = "13"  # the bridge to labqueue opens Part 2
 # The repository the Binder links build when no GitHub remote is known (README's placeholder).
@@ -125,6 +126,7 @@ def page_source(page: Page, repo: str) -> dict:
             )
             for doc in ("glossary", "feedback"):
                 text = text.replace(f"../docs/{doc}.md", f"{doc}.md")
+            text = text.replace("](../docs/images/", "](images/")  # copied beside the pages
             # Other repository files (the README) are not pages of the site: link to them on GitHub.
             text = REPOSITORY_LINK.sub(rf"](https://github.com/{repo}/blob/HEAD/\1)", text)
             cell["source"] = text.splitlines(keepends=True)
@@ -210,6 +212,8 @@ def build(out: Path = OUT, *, remote: str | None = None, quiet: bool = True) -> 
     (source / "glossary.md").write_text(GLOSSARY.read_text(encoding="utf-8") + ASK, encoding="utf-8")
     (source / "feedback.md").write_text(feedback_text(repo), encoding="utf-8")
     shutil.copytree(HERE / "_static", source / "_static")
+    if IMAGES.is_dir():
+        shutil.copytree(IMAGES, source / "images")
     shutil.rmtree(out, ignore_errors=True)
     command = [
         sys.executable,

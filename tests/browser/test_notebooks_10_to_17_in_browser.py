@@ -4,6 +4,7 @@ panel used as a learner uses it (see test_notebooks_in_browser.py, which does th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from panels import NOTEBOOKS, SECOND_HALF, finished, new_picture, run_clean, tab
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SECOND = [nb for nb in NOTEBOOKS if nb.name >= SECOND_HALF]
+PICTURES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 @pytest.mark.parametrize("notebook", SECOND, ids=[nb.stem for nb in SECOND])
@@ -68,7 +70,39 @@ def test_ops_dashboard_requeues_the_dead(ran_notebook) -> None:
     assert dashboard_counts(panel)["workers_alive"] == "0"
     print(f"10 dashboard: {before} -> requeue -> {requeued} -> start -> {settled}")
     page.screenshot("10_ops-after-requeue", whole=False)
+    open_the_web_dashboard(page, settled)
     assert page.problems() == []
+
+
+def open_the_web_dashboard(page, settled: dict[str, str]) -> None:
+    """The learner clicks the `labqueue dashboard` link the notebook printed: it opens in a new
+    tab through JupyterLab's /proxy/PORT/ (as on Binder), shows the queue's numbers, and a dead
+    `bad` job's page shows its error. With LABQUEUE_PICTURES=1 the overview is saved as the
+    picture notebook 10 shows (docs/images/dashboard_overview.png)."""
+    link = page.page.locator('.jp-OutputArea-output a[href*="/proxy/"]').first
+    link.scroll_into_view_if_needed()
+    with page.window.context.expect_page() as opened:
+        link.click()
+    tab = opened.value
+    try:
+        tab.wait_for_load_state()
+        assert "/proxy/" in tab.url and tab.title().startswith("Overview"), (tab.url, tab.title())
+        shown = {
+            k: tab.locator(f'[data-stat="{k}"]').first.inner_text() for k in ("queued", "running", "dead")
+        }
+        assert shown == {k: settled[k] for k in ("queued", "running", "dead")}, (shown, settled)
+        if os.environ.get("LABQUEUE_PICTURES") == "1":
+            tab.set_viewport_size({"width": 900, "height": 700})
+            tab.screenshot(path=str(PICTURES / "dashboard_overview.png"))
+        tab.get_by_role("link", name="Dead letters").click()
+        tab.wait_for_load_state()
+        tab.locator("tr[data-id] a").first.click()
+        tab.wait_for_load_state()
+        assert "/proxy/" in tab.url and "/jobs/" in tab.url, tab.url
+        body = tab.inner_text("main")
+        assert "payload has no recipient" in body and "Last error" in body, body[:500]
+    finally:
+        tab.close()
 
 
 # --- 11: the tutorial's suite on the learner's workspace, filtered with -k ------------------

@@ -51,7 +51,9 @@ def test_every_page_loads_offline_with_its_figures_drawn(page, site, name):
     assert all(done and width > 0 for done, width in sizes), f"{name}: undrawn figures {sizes}"
     # Alt text says what a figure shows: never empty, never the file's hashed name.
     alts = page.eval_on_selector_all("article img", "imgs => imgs.map(i => i.getAttribute('alt') || '')")
-    assert all(alt.startswith("Chart") for alt in alts), f"{name}: images without alt text: {alts}"
+    assert all(alt.startswith(("Chart", "Picture")) for alt in alts), (
+        f"{name}: images without alt text: {alts}"
+    )
     assert name == "feedback" or "where to ask" in page.inner_text("article"), f"{name}: no feedback link"
     if name not in ("index", "glossary", "feedback"):
         run = page.locator(".run-live a").first.get_attribute("href")
