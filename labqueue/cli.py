@@ -203,9 +203,17 @@ def stats(args: argparse.Namespace) -> int:
                 numbers = q.stats()
                 per_queue = q.queue_stats()
                 paused = q.paused()
+                waiting = q.waiting_on_keys()
                 if output == "json":
                     stamp = {"at": round(at, 3), "at_utc": listing.iso_utc(at)}
-                    print(json.dumps({**stamp, **numbers, "queues": per_queue, "paused": paused}), flush=True)
+                    whole = {
+                        **stamp,
+                        **numbers,
+                        "queues": per_queue,
+                        "paused": paused,
+                        "waiting_on_keys": waiting,
+                    }
+                    print(json.dumps(whole), flush=True)
                 else:
                     if args.watch is not None:
                         clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else "\n"  # a screen, or a log
@@ -219,10 +227,26 @@ def stats(args: argparse.Namespace) -> int:
                         + (f" ({listing.printable(str(info['reason']))})" if info["reason"] else "")
                         for name, info in paused.items()
                     ]
+                    lines += _key_waits(waiting)
                     print("\n".join(lines + _queue_table(per_queue)), flush=True)
             if args.watch is None or stop.wait(args.watch):
                 break
     return 0
+
+
+SHOWN_KEYS = 5  # the keys with most jobs waiting that stats names
+
+
+def _key_waits(waiting: dict[str, int]) -> list[str]:
+    """stats' line on jobs held back by a full concurrency key: how many, and the keys
+    with most of them."""
+    if not waiting:
+        return []
+    most = ", ".join(
+        f"{listing.printable(listing.cut(k, 40))} {n}" for k, n in list(waiting.items())[:SHOWN_KEYS]
+    )
+    more = f", and {len(waiting) - SHOWN_KEYS} more keys" if len(waiting) > SHOWN_KEYS else ""
+    return [f"waiting on a full concurrency key: {sum(waiting.values())} ({most}{more})"]
 
 
 def _queue_table(per_queue: dict[str, dict[str, float | int]]) -> list[str]:
@@ -241,12 +265,18 @@ def _queue_table(per_queue: dict[str, dict[str, float | int]]) -> list[str]:
 
 def jobs(args: argparse.Namespace) -> int:
     """List the jobs stored in the queue DB, newest first. --oldest: oldest first;
-    filtered by --state, --kind and --queue: a table with when each was created and
+    filtered by --state, --kind, --queue and --key: a table with when each was created and
     finished (UTC), or with --json one JSON object per line, its payload as JSON.
     'labqueue job DB ID' shows one job whole."""
     with open_existing(args.db) as q:
         read = q.jobs if args.oldest else q.latest_jobs
-        records = read(state=args.state or None, kind=args.kind, queue=args.queue, limit=args.limit)
+        records = read(
+            state=args.state or None,
+            kind=args.kind,
+            queue=args.queue,
+            limit=args.limit,
+            concurrency_key=args.key,
+        )
     if args.json:
         for record in records:
             print(listing.as_json(record))
@@ -527,6 +557,12 @@ def priority(text: str) -> int:
     return whole_number(text, low=-(2**31), noun="a priority")
 
 
+def concurrency_key(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a concurrency key cannot be empty")
+    return text
+
+
 def queue_name(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("a queue name cannot be empty")
@@ -613,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", action="append", choices=STATES, help="only jobs in this state (repeatable)")
     p.add_argument("--kind", type=kind, help="only jobs of this kind")
     p.add_argument("--queue", type=queue_name, metavar="NAME", help="only jobs of this named queue")
+    p.add_argument("--key", type=concurrency_key, metavar="KEY", help="only jobs of this concurrency key")
     p.add_argument("--limit", type=count, metavar="N", help="at most N jobs (default: all)")
     p.add_argument("--oldest", action="store_true", help="oldest first (default: newest first)")
     p.add_argument("--json", action="store_true", help="one JSON object per job and line")

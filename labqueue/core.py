@@ -104,6 +104,8 @@ class JobRecord:
     finished_at: float | None
     priority: int = 0
     queue: str = DEFAULT_QUEUE
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,20 @@ def new_token() -> str:
 
 # -- the driver: what a backend must do ---------------------------------------------
 
+# Per kind, the concurrency rule a handler was registered with (labqueue.handlers.handler):
+# (limit, key of a payload or None: the kind's own key). enqueue() applies it to jobs of
+# that kind given no key or limit of their own, in a process that registered the handler.
+KIND_LIMITS: dict[str, tuple[int, Callable[[Any], str] | None]] = {}
+
+
+def kind_key(kind: str) -> str:
+    """The concurrency key of a kind limited as a whole (a handler given no key)."""
+    return f"kind:{kind}"
+
+
 # A claimed row as every driver returns it.
-ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at)
+ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at, key, limit)
+CLAIMED_KEY = 7  # where a claimed row holds its concurrency key (and its limit, next)
 
 # What the queue hands a driver, checked and decided: each a small frozen record whose
 # fields are the names the drivers' SQL reads (params(): them as a dict, a fresh one).
@@ -196,6 +210,8 @@ class NewJob(_Params):
     priority: int
     queue: str
     now: float | None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +224,8 @@ class NewJobs(_Params):
     priority: int
     queue: str
     now: float | None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 @dataclass(slots=True)  # not frozen, and params() spelt out: one is built per claim, on the hot path
@@ -280,6 +298,7 @@ class JobFilter(_Params):
     limit: int | None
     newest: bool
     before: int | None = None
+    concurrency_key: str | None = None
 
 
 class Driver(Protocol):
@@ -306,6 +325,11 @@ class Driver(Protocol):
     def ready(self, scope: Scope, now: float | None) -> bool: ...
     def next_due(self, scope: Scope) -> float | None: ...
     def claim(self, claim: Claim, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
+    # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
+    # write lock already does), then their running jobs with a live lease, {key: n}
+    def lock_keys(self, keys: list[str]) -> None: ...  # (tx)
+    def held(self, keys: list[str], now: float | None) -> dict[str, int]: ...  # (tx)
+    def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]: ...
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
@@ -559,11 +583,18 @@ class Queue:
         dedupe_key: str | None = None,
         priority: int = 0,
         queue: str = DEFAULT_QUEUE,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> int | None:
         """Add one job, ready after `delay` seconds, and return the new row's id. If a
         job with this dedupe_key is already stored, nothing changes and the result is None.
         A higher `priority` is claimed first; `queue` names the queue it waits in (a
         worker may take from some queues only). Idle workers are woken.
+
+        With a `concurrency_key`, no claim hands the job out while `concurrency_limit`
+        jobs of that key are running (a lease that ran out frees its place); jobs behind
+        it are taken meanwhile. Without them, a kind whose handler was registered with a
+        concurrency_limit in this process gets the handler's (concurrency_rule()).
 
         The payload must read back as it went in: JSON without NaN or infinity, nested
         at most MAX_PAYLOAD_DEPTH deep, dict keys strings (JSON would turn 1 into "1",
@@ -581,6 +612,9 @@ class Queue:
             payload=to_json(payload),
             now=self._now(),
         )
+        key, limit = concurrency_rule(kind, payload, concurrency_key, concurrency_limit)
+        if key is not None:
+            row = replace(row, concurrency_key=key, concurrency_limit=limit)
         with self._tx():
             job_id = self._d.insert(row)
             if job_id is not None and row.delay == 0:
@@ -590,13 +624,23 @@ class Queue:
         return job_id
 
     def enqueue_many(
-        self, kind: str, payloads: Iterable[Any], *, priority: int = 0, queue: str = DEFAULT_QUEUE
+        self,
+        kind: str,
+        payloads: Iterable[Any],
+        *,
+        priority: int = 0,
+        queue: str = DEFAULT_QUEUE,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> int:
         """Add many jobs in one transaction: all of them, or (on any error) none.
-        Each payload follows enqueue()'s rules."""
+        Each payload follows enqueue()'s rules. A `concurrency_key` (and limit) applies to
+        every one of them; a handler's rule that takes its key from the payload does not
+        apply here (enqueue them one by one)."""
         validate.kind(kind)
         priority = validate.priority(priority)
         queue = validate.queue_name(queue)
+        key, limit = concurrency_rule(kind, None, concurrency_key, concurrency_limit, per_payload=False)
         if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Iterable):
             raise InvalidArgument(f"payloads must be an iterable of payloads, got {payloads!r:.80}")
         bodies = []
@@ -607,7 +651,7 @@ class Queue:
                 raise PayloadNotSerializable(f"payload #{index}: {exc}") from None
         if not bodies:
             return 0
-        rows = NewJobs(kind, bodies, self.max_attempts, priority, queue, self._now())
+        rows = NewJobs(kind, bodies, self.max_attempts, priority, queue, self._now(), key, limit)
         with self._tx():
             self._d.insert_many(rows)
             self._d.hint_in_transaction()
@@ -634,7 +678,28 @@ class Queue:
         """The claim inside the caller's transaction: the driver leases rows, and each
         becomes a Job, or is dead-lettered with the reason when it cannot be read (no
         retry can change a stored payload, so that job is never run)."""
-        return self._jobs_of(self._d.claim(claim, batch=batch), claim.now)
+        rows = self._d.claim(claim, batch=batch)
+        if not batch:
+            rows = self._fit_limits(rows, claim)
+        return self._jobs_of(rows, claim.now)
+
+    def _fit_limits(self, rows: list[ClaimedRow], claim: Claim) -> list[ClaimedRow]:
+        """claim()'s one statement leases before anything can count: two jobs of one key
+        in a claim, or (on PostgreSQL) two workers' claims at the same moment, can take a
+        key past its limit. Counted again with the keys locked, the later ones go back,
+        queued and ready at once, their attempt returned (as release() does)."""
+        keys = keys_of(rows, CLAIMED_KEY)
+        if not keys:
+            return rows
+        self._d.lock_keys(keys)
+        held = self._d.held(keys, claim.now)  # this claim's own jobs among them
+        for row in rows:
+            if row[CLAIMED_KEY] is not None:
+                held[row[CLAIMED_KEY]] -= 1
+        fit, over = within_limits(rows, CLAIMED_KEY, held)
+        for row in over:
+            self._d.release(Job(row[0], row[1], None, row[3], row[4], row[5], row[6]), claim.now)
+        return fit
 
     def _jobs_of(self, rows: list[ClaimedRow], now: float | None) -> list[Job]:
         """The claimed rows as jobs, inside the claim's transaction; one that cannot be
@@ -1125,10 +1190,12 @@ class Queue:
         kind: str | None = None,
         limit: int | None = None,
         queue: str | None = None,
+        concurrency_key: str | None = None,
     ) -> list[JobRecord]:
-        """Stored rows in id order, filtered by state (one or several), kind and queue.
-        Reads the whole table when unfiltered: for people and tests, not the hot path."""
-        return self._jobs(state, kind, limit, queue, newest=False)
+        """Stored rows in id order, filtered by state (one or several), kind, queue and
+        concurrency key. Reads the whole table when unfiltered: for people and tests, not
+        the hot path."""
+        return self._jobs(state, kind, limit, queue, newest=False, key=concurrency_key)
 
     def _jobs(
         self,
@@ -1139,6 +1206,7 @@ class Queue:
         *,
         newest: bool,
         before: object = None,
+        key: object = None,
     ) -> list[JobRecord]:
         chosen = JobFilter(
             states=validate.states(state),  # type: ignore[arg-type]
@@ -1147,6 +1215,7 @@ class Queue:
             limit=None if limit is None else validate.read_limit(limit),
             newest=newest,
             before=None if before is None else validate.job_id(before),
+            concurrency_key=validate.concurrency_key(key),
         )
         return self._read(lambda: self._d.jobs(chosen))
 
@@ -1158,12 +1227,19 @@ class Queue:
         limit: int | None = None,
         queue: str | None = None,
         before: int | None = None,
+        concurrency_key: str | None = None,
     ) -> list[JobRecord]:
         """jobs(), newest first: the last `limit` rows matching the filters (what an operator
         wants to see first on a bad day). `before`: only jobs with a smaller id, so the next
         page of a listing is latest_jobs(before=<the last id shown>), read through the
         primary key whatever the page's depth (keyset paging, not OFFSET)."""
-        return self._jobs(state, kind, limit, queue, newest=True, before=before)
+        return self._jobs(state, kind, limit, queue, newest=True, before=before, key=concurrency_key)
+
+    def waiting_on_keys(self) -> dict[str, int]:
+        """Per concurrency key, the jobs ready now that wait because their key already has
+        as many running jobs as their limit allows (keys with none are left out). Read
+        through the ready index: live rows only."""
+        return dict(self._read(lambda: self._d.waiting_on_keys(self._now())))
 
     def finished_within(self, seconds: float) -> dict[str, dict[str, int]]:
         """How many jobs finished in the last `seconds` by the queue's clock, per named
@@ -1285,6 +1361,67 @@ def backoff_ceiling(attempts: int, base: float, cap: float) -> float:
     if doublings >= math.log2(cap) - math.log2(base):
         return cap
     return min(cap, math.ldexp(base, max(doublings, -1100)))  # below the cap: ldexp cannot overflow
+
+
+def concurrency_rule(
+    kind: str, payload: Any, key: object, limit: object, *, per_payload: bool = True
+) -> tuple[str | None, int | None]:
+    """A new job's (concurrency key, limit), checked: the ones given, else its kind's
+    handler's (KIND_LIMITS), else (None, None). A key needs a limit; a limit needs a key."""
+    key = validate.concurrency_key(key)
+    limit = None if limit is None else validate.concurrency_limit(limit)
+    registered = KIND_LIMITS.get(kind)
+    if key is None and limit is None and registered is not None:
+        limit, key_of = registered
+        if key_of is None:
+            key = kind_key(kind)
+        elif per_payload:
+            try:
+                key = validate.concurrency_key(key_of(payload))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"the concurrency key of {kind!r}'s handler: {exc}") from None
+        else:
+            raise InvalidArgument(
+                f"{kind!r}'s handler takes its concurrency key from each payload: "
+                "enqueue these jobs one by one, or give enqueue_many a concurrency_key"
+            )
+    if key is not None and limit is None:
+        if registered is None:
+            raise InvalidArgument(
+                f"concurrency_key {key[:60]!r} needs a concurrency_limit (its jobs that may run at once)"
+            )
+        limit = registered[0]
+    if limit is not None and key is None:
+        raise InvalidArgument(
+            f"concurrency_limit {limit} needs a concurrency_key (the jobs it counts together)"
+        )
+    return key, limit
+
+
+def keys_of(rows: Sequence[tuple], at: int) -> list[str]:
+    """The concurrency keys of `rows` (each row's key at index `at`), sorted: the order
+    every claim locks them in, so two claims never wait on each other in a circle."""
+    return sorted({row[at] for row in rows if row[at] is not None})
+
+
+def within_limits(rows: Sequence[tuple], at: int, held: dict[str, int]) -> tuple[list, list]:
+    """The concurrency rule: split `rows` (in claim order; a row's key at index `at`, its
+    limit at `at + 1`) into those that may run and those that must wait, given `held`, the
+    running jobs with a live lease of each key besides these rows. A job may start while
+    its key has fewer running jobs than its limit; a job without a key always may.
+    Both drivers' batch claims apply it before they lease; claim() after (_fit_limits)."""
+    running = dict(held)
+    fit, over = [], []
+    for row in rows:
+        key = row[at]
+        if key is None:
+            fit.append(row)
+        elif running.get(key, 0) < row[at + 1]:
+            running[key] = running.get(key, 0) + 1
+            fit.append(row)
+        else:
+            over.append(row)
+    return fit, over
 
 
 def batch_size(attempts: Sequence[int]) -> int:

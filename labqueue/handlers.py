@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import validate
-from .errors import HandlersNotLoaded, NoHandlers
+from .core import KIND_LIMITS
+from .errors import HandlersNotLoaded, InvalidArgument, NoHandlers
 from .queue import Effect, Job, JobQueue
 
 Handler = Callable[[Job, JobQueue], "Effect | None"]
@@ -31,12 +32,31 @@ HANDLERS: dict[str, Handler] = {}
 TIMEOUTS: dict[str, float] = {}
 
 
-def handler(kind: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+def handler(
+    kind: str,
+    *,
+    timeout: float | None = None,
+    concurrency_limit: int | None = None,
+    concurrency_key: Callable[[Any], str] | None = None,
+) -> Callable[[Handler], Handler]:
     """Register the decorated function as the handler for `kind`. With `timeout` (seconds
     above zero), a worker stops a run of it after that long, instead of its own
     --job-timeout: the job is failed, "timed out after N s", and retried elsewhere
-    after a backoff (dead on its last attempt), and the worker process is replaced."""
+    after a backoff (dead on its last attempt), and the worker process is replaced.
+
+    With `concurrency_limit`, at most that many jobs of the kind run at once, across every
+    worker: per key when `concurrency_key(payload)` names one (a customer, an account),
+    else for the kind as a whole. It applies to jobs enqueued, without a key or limit of
+    their own, in a process where this handler is registered: import the handlers'
+    module where jobs are enqueued too."""
     limit = None if timeout is None else validate.positive("timeout", timeout)
+    most = None if concurrency_limit is None else validate.concurrency_limit(concurrency_limit)
+    if concurrency_key is not None and not callable(concurrency_key):
+        raise InvalidArgument(
+            f"concurrency_key must be a function of the payload, got {concurrency_key!r:.80}"
+        )
+    if concurrency_key is not None and most is None:
+        raise InvalidArgument(f"{kind!r}: concurrency_key needs a concurrency_limit")
 
     def register(fn: Handler) -> Handler:
         HANDLERS[kind] = fn
@@ -44,6 +64,10 @@ def handler(kind: str, *, timeout: float | None = None) -> Callable[[Handler], H
             TIMEOUTS.pop(kind, None)
         else:
             TIMEOUTS[kind] = limit
+        if most is None:
+            KIND_LIMITS.pop(kind, None)
+        else:
+            KIND_LIMITS[kind] = (most, concurrency_key)
         return fn
 
     return register

@@ -18,6 +18,9 @@ them go backwards):
   waited, whatever keeps it (a kind no running worker handles, a paused queue, retries;
   0 when none): the oldest ready job's age misses a job given back again and again;
 - ``labqueue_dead_jobs`` dead jobs (every queue; read through the dead-jobs index);
+- ``labqueue_jobs_waiting_on_key`` jobs ready now that wait because their concurrency key
+  is at its limit, and ``labqueue_keys_at_limit`` how many keys hold them (per key would
+  be a series per customer: ``labqueue stats`` names the keys);
 - ``labqueue_finished_last_minute{queue,state}`` jobs that finished (done, dead,
   cancelled) in the last 60 s by their ``finished_at``: the throughput. It reads the
   table once per scrape (there is no index on ``finished_at``), so keep finished jobs
@@ -53,6 +56,7 @@ class Reading:
     queues: dict[str, dict[str, Any]]
     finished: dict[str, dict[str, int]] = field(default_factory=dict)
     longest_waiting: float = 0.0
+    waiting_on_keys: dict[str, int] = field(default_factory=dict)
 
 
 def read(q: Any, *, clock: Callable[[], float] = time.time) -> Reading:
@@ -62,6 +66,7 @@ def read(q: Any, *, clock: Callable[[], float] = time.time) -> Reading:
         queues=q.queue_stats(),
         finished=q.finished_within(THROUGHPUT_WINDOW),
         longest_waiting=(q.longest_waiting() or (None, 0.0))[1],
+        waiting_on_keys=q.waiting_on_keys(),
     )
 
 
@@ -111,6 +116,16 @@ def prometheus_text(reading: Reading) -> str:
         [({}, float(reading.longest_waiting))],
     )
     family("labqueue_dead_jobs", "Dead jobs in every queue.", [({}, reading.stats["dead"])])
+    family(
+        "labqueue_jobs_waiting_on_key",
+        "Jobs ready now that wait because their concurrency key is at its limit.",
+        [({}, sum(reading.waiting_on_keys.values()))],
+    )
+    family(
+        "labqueue_keys_at_limit",
+        "Concurrency keys at their limit with jobs waiting on them.",
+        [({}, len(reading.waiting_on_keys))],
+    )
     family(
         "labqueue_finished_last_minute",
         "Jobs that finished in the last 60 s by named queue and final state (throughput).",

@@ -32,6 +32,7 @@ DEFAULT_QUEUE = "default"
 # longer one would fail at the INSERT. Far above any real name or key.
 MAX_NAME_BYTES = 255
 MAX_KEY_BYTES = 1024
+MAX_CONCURRENCY_LIMIT = 1_000_000
 # Durations (leases, delays, periods, waits) every clock labqueue reads can honour. The longest
 # is a century: a moment that far on is still a date Python can show, and a wait that long is
 # within threading.TIMEOUT_MAX (292 years on Linux). A duration above zero is at least a
@@ -161,6 +162,24 @@ def dedupe_key(value: object) -> str | None:
             f"dedupe_key must be at most {MAX_KEY_BYTES} bytes of UTF-8, got {size}: {key[:40]!r}..."
         )
     return key
+
+
+def concurrency_key(value: object) -> str | None:
+    """A concurrency key: None, or non-empty text of at most MAX_KEY_BYTES UTF-8 bytes."""
+    key = optional_text("concurrency_key", value)
+    if key == "":
+        raise InvalidArgument("concurrency_key must not be empty: give None for a job without one")
+    if key is not None and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        size = len(key.encode("utf-8"))
+        raise InvalidArgument(
+            f"concurrency_key must be at most {MAX_KEY_BYTES} bytes of UTF-8, got {size}: {key[:40]!r}..."
+        )
+    return key
+
+
+def concurrency_limit(value: object) -> int:
+    """How many jobs of one concurrency key may run at once: 1 to MAX_CONCURRENCY_LIMIT."""
+    return whole("concurrency_limit", value, low=1, high=MAX_CONCURRENCY_LIMIT)
 
 
 def priority(value: object) -> int:

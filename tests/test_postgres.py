@@ -173,8 +173,7 @@ def test_the_worker_statements_generic_plans_walk_the_indexes(pgq):
         assert "Index Scan using jobs_pkey on jobs" in found and "Seq Scan" not in found, found
     found = plan(pg.BATCH_LOOK_IN["all"])
     assert "Index Scan using jobs_ready on jobs" in found and "Sort" not in found, found
-    # An idle worker's look would scan the table as a generic plan, so it is never prepared.
-    assert "Seq Scan" in plan(pg.READY_PROBE_IN["all"])
+    # An idle worker's look is never prepared: its answer depends on `now` (below).
     jobs = pgq.claim_batch("w", 10)
     for _ in range(8):  # the worker's statements are prepared from their sixth run; the look never
         assert pgq.any_ready()

@@ -93,7 +93,7 @@ def test_demo_handlers_behave_as_the_course_describes(q):
     outcomes = [handle(q, job, DEMO) for job in q.claim("w", limit=20)]
     assert outcomes == ["done"] * 19 + ["queued"]  # job 20 times out on its first attempt
     assert tuple(state(q, 20)) == ("queued", "TimeoutError: upstream timed out")
-    assert set(DEMO) == {"noop", "report", "poison", "credit", "slow", "email", "bad"}
+    assert set(DEMO) == {"noop", "report", "poison", "credit", "slow", "email", "bad", "keyed"}
 
 
 def test_run_drains_the_queue_and_leaves_when_idle(tmp_path):

@@ -4,6 +4,7 @@
     python -m labqueue.bench pg ...       PostgreSQL beside SQLite (labqueue.bench.pg)
     python -m labqueue.bench wakeup ...   pick-up latency on SQLite (labqueue.bench.wakeup)
     python -m labqueue.bench dashboard    the dashboard's pages on a million-job SQLite queue
+    python -m labqueue.bench keys         a drain over concurrency keys beside one without
 
 Drains the same no-op workload through every contender in `contenders`, with
 1 and with 4 worker processes, round-robin over several rounds (the order rotates
@@ -396,6 +397,7 @@ PARTS = {
     "pg-peers": "labqueue.bench.pg_peers",
     "wakeup": "labqueue.bench.wakeup",
     "dashboard": "labqueue.bench.dashboard",
+    "keys": "labqueue.bench.keys",
     "figures": "labqueue.bench.published",
 }
 

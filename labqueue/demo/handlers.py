@@ -1,5 +1,5 @@
 """The demo handlers: the kinds the notebooks, the chaos run and the benchmark enqueue
-(noop, report, poison, credit, slow, email, bad) and the ledger that counts accepted completions.
+(noop, report, poison, credit, slow, email, bad, keyed) and the ledger that counts accepted completions.
 The course knows them as labqueue.lab.demo_handlers.
 
 They are not registered anywhere by importing labqueue: a worker gets them only
@@ -96,6 +96,53 @@ def email(job: Job, q: JobQueue) -> Effect:
     return ledger_effect(job)
 
 
+# One row per accepted run of a `keyed` job: when its handler started and ended, so a
+# run can show how many jobs of each concurrency key ran at once (DOUBLE PRECISION: on
+# PostgreSQL REAL would round a time in seconds to minutes).
+RUNS_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    job_id  INTEGER          NOT NULL,
+    run_key TEXT             NOT NULL,
+    started DOUBLE PRECISION NOT NULL,
+    ended   DOUBLE PRECISION NOT NULL
+)
+"""
+
+
+def keyed(job: Job, q: JobQueue) -> Effect:
+    """Works for ``seconds`` (default 0.01), then records its run (its payload's ``key``,
+    when it started and ended) in the table `runs`, in the completing transaction: only
+    runs whose completion was accepted are counted. On PostgreSQL create RUNS_TABLE first."""
+    started = time.time()
+    time.sleep(float(job.payload.get("seconds", 0.01)))
+    row = (job.id, str(job.payload.get("key")), started, time.time())
+
+    def effect(db: Any) -> None:
+        if isinstance(db, sqlite3.Connection):
+            db.execute(RUNS_TABLE)
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", row)
+        else:
+            db.execute("INSERT INTO runs VALUES (%s, %s, %s, %s)", row)
+
+    return effect
+
+
+def most_at_once(runs: list[tuple[str, float, float]]) -> dict[str, int]:
+    """Per key, the most runs in progress at the same moment, from (key, started, ended)
+    rows (a run that ends as another starts is not counted with it)."""
+    events: dict[str, list[tuple[float, int]]] = {}
+    for key, started, ended in runs:
+        events.setdefault(key, []).extend([(started, 1), (ended, -1)])
+    most = {}
+    for key, moments in events.items():
+        now = peak = 0
+        for _, step in sorted(moments):  # at equal times -1 sorts first: an end before a start
+            now += step
+            peak = max(peak, now)
+        most[key] = peak
+    return most
+
+
 def bad(job: Job, q: JobQueue) -> None:
     """Always raises: it ends in the dead-letter state after max_attempts."""
     raise ValueError("payload has no recipient")
@@ -109,6 +156,7 @@ HANDLERS: dict[str, Handler] = {
     "slow": slow,
     "email": email,
     "bad": bad,
+    "keyed": keyed,
 }
 
 

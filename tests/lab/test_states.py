@@ -61,12 +61,14 @@ def _once(statement, params):
 
 
 CLAIM_PARAMS = {"now": NOW, "lease_end": NOW + 30, "token": "new", "worker": "w", "limit": 100, "reason": "r"}
-ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW, 0, "default")
+ENQUEUE_ROW = ("k", "{}", 5, NOW, None, NOW, 0, "default", None, None)
 
 # How to run each of the queue's writing statements; a new one must be added here (and drawn).
 RUNS = {
     "ENQUEUE": [_once(sql.ENQUEUE, ENQUEUE_ROW)],
-    "ENQUEUE_MANY": [lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW, 0, "default")])],
+    "ENQUEUE_MANY": [
+        lambda db: db.executemany(sql.ENQUEUE_MANY, [(*ENQUEUE_ROW[:4], NOW, 0, "default", None, None)])
+    ],
     "CANCEL": [_each_row(sql.CANCEL, lambda i: {"now": NOW, "id": i})],
     # Copies finished rows to jobs_archive: no job changes state (the DELETE beside it removes rows).
     "PURGE_ARCHIVE": [

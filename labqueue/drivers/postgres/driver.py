@@ -42,12 +42,16 @@ from ...core import (
     PurgeWindow,
     Scope,
     batch_size,
+    keys_of,
     translated,
+    within_limits,
 )
 from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
 from ...redaction import redact
 from . import sql
 from .schema import SCHEMA_NAME, open_schema
+
+LOOK_KEY = 3  # where a BATCH_LOOK row holds its concurrency key (and its limit, next)
 
 # Set on every connection unless its URL says otherwise: give up connecting after 10 s,
 # and let the kernel notice a dead peer within about a minute (a partition must not hang
@@ -267,11 +271,25 @@ class PgDriver:
         looked = self.db.execute(sql.BATCH_LOOK_IN[scope], params).fetchall()
         if not looked or looked[0][2]:
             self.db.execute(sql.RETIRE_EXHAUSTED, params)
+        keys = keys_of(looked, LOOK_KEY)
+        if keys:  # claims counting these keys take turns from here; then count what they hold
+            self.lock_keys(keys)
+            looked = within_limits(looked, LOOK_KEY, self.held(keys, claim.now))[0]
         take = batch_size([row[1] for row in looked])
         if not take:
             return []
         ids = [row[0] for row in looked[:take]]
         return self.db.execute(sql.CLAIM_IDS, {**params, "ids": ids}).fetchall()
+
+    def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
+        return self.db.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
+
+    def lock_keys(self, keys: list[str]) -> None:
+        self.db.execute(sql.LOCK_KEYS, {"keys": keys}).fetchall()
+
+    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
+        found = self.db.execute(sql.HELD, {"keys": keys, "now": now}).fetchall()
+        return {key: 0 for key in keys} | dict(found)
 
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self.db.execute(

@@ -1,6 +1,6 @@
 """The queue's schema on PostgreSQL: its name, its creation (one process at a time), the
 checks that refuse a `jobs` table that is not labqueue's, and the migrations of older
-queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES). The connection is the driver's.
+queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5). The connection is the driver's.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
             db.execute(sql.SCHEMA)
         elif "queue" not in columns:  # a queue of schema version 1: upgraded in place
             db.execute(sql.MIGRATE_V2)
+        if columns and "concurrency_key" not in columns:  # before version 5: the key columns added
+            db.execute(sql.MIGRATE_V5)
         table = f"{name.as_string(db)}.queue_pauses"
         exists = db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()
         assert exists is not None  # to_regclass() answers one row
@@ -52,6 +54,8 @@ def _check_table(db: psycopg.Connection, schema: str, url: str, columns: dict[st
     expected = {name: spec for name, spec in sql.COLUMN_TYPES.items()}
     if "queue" not in columns and "priority" not in columns:  # version 1: upgraded after the checks
         expected.pop("queue"), expected.pop("priority")
+    if "concurrency_key" not in columns and "concurrency_limit" not in columns:  # before version 5: likewise
+        expected.pop("concurrency_key"), expected.pop("concurrency_limit")
     missing = [name for name in expected if name not in columns]
     problems = [f"missing columns: {', '.join(missing)}"] if missing else []
     for name, (kind, required) in expected.items():

@@ -37,7 +37,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at   DOUBLE PRECISION NOT NULL,
     finished_at  DOUBLE PRECISION,
     priority     INTEGER          NOT NULL DEFAULT 0,
-    queue        TEXT             NOT NULL DEFAULT 'default'
+    queue        TEXT             NOT NULL DEFAULT 'default',
+    concurrency_key   TEXT,
+    concurrency_limit INTEGER
 );
 """
 
@@ -81,7 +83,21 @@ CREATE TABLE IF NOT EXISTS queue_pauses (
 );
 """
 
-SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
+# Schema version 5 (as on SQLite): a concurrency key and limit per job; jobs_key_held
+# counts a key's running jobs (drivers/sqlite/sql.py's KEY_HELD_INDEX).
+KEY_HELD_INDEX = """
+CREATE INDEX IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL;
+"""
+MIGRATE_V5 = (
+    """
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
+"""
+    + KEY_HELD_INDEX
+)
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE + PAUSES
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under
@@ -141,6 +157,8 @@ COLUMN_TYPES = {
     "finished_at": ("double precision", False),
     "priority": ("integer", True),
     "queue": ("text", True),
+    "concurrency_key": ("text", False),
+    "concurrency_limit": ("integer", False),
 }
 
 # The schema's name is an identifier, not a value: queue.py fills {schema} with
@@ -166,14 +184,15 @@ SET_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', 
 
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 
-COLUMN_LIST = V1_COLUMNS + ", priority, queue"
+COLUMN_LIST = V1_COLUMNS + ", priority, queue, concurrency_key, concurrency_limit"
 
 # WHERE NOT EXISTS spares the identity a number when the key is already stored (as in
 # SQLite, ids then stay 1, 2, 3 ...); ON CONFLICT still decides a race between two producers.
 ENQUEUE = f"""
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue)
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue,
+                  concurrency_key, concurrency_limit)
 SELECT %(kind)s, %(payload)s, %(max_attempts)s, {NOW} + %(delay)s, %(dedupe_key)s, {NOW},
-       %(priority)s, %(queue)s
+       %(priority)s, %(queue)s, %(concurrency_key)s, %(concurrency_limit)s
  WHERE %(dedupe_key)s::text IS NULL
     OR NOT EXISTS (SELECT 1 FROM jobs WHERE dedupe_key = %(dedupe_key)s::text)
 ON CONFLICT (dedupe_key) DO NOTHING
@@ -182,8 +201,10 @@ RETURNING id
 
 # All payloads as one array parameter, inserted in their order (ids follow it).
 ENQUEUE_MANY = f"""
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue)
-SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue,
+                  concurrency_key, concurrency_limit)
+SELECT %(kind)s, body, %(max_attempts)s, {NOW}, {NOW}, %(priority)s, %(queue)s,
+       %(concurrency_key)s, %(concurrency_limit)s
   FROM unnest(%(payloads)s::text[]) WITH ORDINALITY AS given(body, n)
  ORDER BY n
 """
@@ -202,6 +223,16 @@ SCOPES = {
     "some_default": "\n                     AND queue = ANY(%(queues)s::text[])",
     "all_but": "\n                     AND queue <> ALL(%(paused)s::text[])",
 }
+
+# A job whose concurrency key has room (drivers/sqlite/sql.py's KEY_FREE): no key, or
+# fewer running jobs with a live lease than its limit, counted through jobs_key_held.
+# Concurrent claims count only what is committed, so two may both pass: the queue counts
+# again with the keys locked and gives back what is over (core.within_limits).
+KEY_FREE = f"""(concurrency_key IS NULL
+                   OR concurrency_limit > (SELECT COUNT(*) FROM jobs AS held
+                     WHERE held.concurrency_key = jobs.concurrency_key
+                       AND held.state = 'running'
+                       AND held.visible_at > {NOW}))"""
 
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
 # `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
@@ -227,6 +258,7 @@ RETURNING id
     SELECT id FROM jobs
      WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
        AND NOT ({EXHAUSTED}){{scope}}
+       AND {KEY_FREE}
      ORDER BY {CLAIM_ORDER}
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
@@ -236,9 +268,10 @@ RETURNING id
            visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
       FROM locked
      WHERE jobs.id = locked.id
-    RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at
+    RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at,
+              concurrency_key, concurrency_limit
 )
-SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at
+SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit
   FROM claimed ORDER BY id
 """
 
@@ -255,10 +288,12 @@ CLAIM_IN = {name: _CLAIM.format(scope=scope) for name, scope in SCOPES.items()}
 _BATCH_LOOK = f"""
 SELECT id, attempts,
        EXISTS (SELECT 1 FROM jobs
-                WHERE {EXHAUSTED} AND visible_at <= {NOW})
+                WHERE {EXHAUSTED} AND visible_at <= {NOW}),
+       concurrency_key, concurrency_limit
   FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
    AND NOT ({EXHAUSTED}){{scope}}
+   AND {KEY_FREE}
  ORDER BY {CLAIM_ORDER}
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
@@ -270,7 +305,8 @@ UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
        visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
  WHERE id = ANY(%(ids)s::bigint[])
-RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
+          concurrency_key, concurrency_limit
 """
 
 RETIRE_EXHAUSTED = _RETIRE
@@ -286,12 +322,37 @@ UPDATE jobs
 # An idle worker's look before it claims: true exactly when CLAIM would change a row.
 _READY_PROBE = f"""
 SELECT EXISTS (SELECT 1 FROM jobs
-                WHERE state IN ('queued', 'running') AND visible_at <= {NOW}{{scope}})
+                WHERE state IN ('queued', 'running') AND visible_at <= {NOW}{{scope}}
+                  AND {KEY_FREE})
     OR EXISTS (SELECT 1 FROM jobs
                 WHERE {EXHAUSTED} AND visible_at <= {NOW})
 """
 READY_PROBE_IN = {name: _READY_PROBE.format(scope=scope) for name, scope in SCOPES.items()}
 READY_PROBE = READY_PROBE_IN["all"]
+
+# Claims that count the same concurrency keys take turns: each holds a transaction-level
+# advisory lock per key (namespaced by the queue's schema), taken in the keys' order, so no
+# two claims wait on each other in a circle. The subquery keeps the order the locks follow.
+LOCK_KEYS = """
+SELECT pg_advisory_xact_lock(hashtextextended('labqueue concurrency key ' || current_schema() || ' ' || k, 0))
+  FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS ordered
+"""
+
+# The running jobs with a live lease of each key (drivers/sqlite/sql.py's HELD).
+HELD = f"""
+SELECT concurrency_key, COUNT(*) FROM jobs
+ WHERE concurrency_key = ANY(%(keys)s::text[]) AND state = 'running' AND visible_at > {NOW}
+ GROUP BY concurrency_key
+"""
+
+# The ready jobs held back by a full key, per key (drivers/sqlite/sql.py's WAITING_ON_KEYS).
+WAITING_ON_KEYS = f"""
+SELECT concurrency_key, COUNT(*) FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at <= {NOW}
+   AND concurrency_key IS NOT NULL AND NOT {KEY_FREE}
+ GROUP BY concurrency_key
+ ORDER BY COUNT(*) DESC, concurrency_key
+"""
 
 # When the next live job is due (drivers/sqlite/sql.py's NEXT_DUE_IN).
 NEXT_DUE_IN = {
@@ -402,6 +463,7 @@ JOBS = f"""
 SELECT {COLUMN_LIST} FROM jobs
  WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
    AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+   AND (%(concurrency_key)s::text IS NULL OR concurrency_key = %(concurrency_key)s::text)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
    AND id < %(before)s
  ORDER BY id
@@ -487,6 +549,7 @@ LATEST_JOBS = f"""
 SELECT {COLUMN_LIST} FROM jobs
  WHERE (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
    AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+   AND (%(concurrency_key)s::text IS NULL OR concurrency_key = %(concurrency_key)s::text)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
    AND id < %(before)s
  ORDER BY id DESC

@@ -33,12 +33,16 @@ from ...core import (
     Scope,
     Unreadable,
     batch_size,
+    keys_of,
     translated,
+    within_limits,
 )
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
 from . import sql
 from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
+
+READY_KEY = 6  # where a READY_ROWS row holds its concurrency key (and its limit, next)
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # How long SQLite itself waits for the write lock before Python tries again: between
@@ -251,15 +255,18 @@ class SqliteDriver:
                 now,
                 row.priority,
                 row.queue,
+                row.concurrency_key,
+                row.concurrency_limit,
             ),
         ).fetchone()
         return None if found is None else found[0]
 
     def insert_many(self, rows: NewJobs) -> None:
         now, kind, attempts = rows.now, rows.kind, rows.max_attempts
-        priority, queue = rows.priority, rows.queue
+        priority, queue, key, limit = rows.priority, rows.queue, rows.concurrency_key, rows.concurrency_limit
         self.db.executemany(
-            sql.ENQUEUE_MANY, [(kind, body, attempts, now, now, priority, queue) for body in rows.payloads]
+            sql.ENQUEUE_MANY,
+            [(kind, body, attempts, now, now, priority, queue, key, limit) for body in rows.payloads],
         )
 
     def hint_in_transaction(self) -> None:
@@ -310,16 +317,29 @@ class SqliteDriver:
         ready = self._ready_rows(scope, params)
         if not ready or ready[0][5]:  # a lease on a last attempt ran out (or nothing else is ready)
             self._retire(params)
+        keys = keys_of(ready, READY_KEY)
+        if keys:  # two jobs of a key may both have passed KEY_FREE: the rule keeps the first ones
+            ready = within_limits(ready, READY_KEY, self.held(keys, params["now"]))[0]
         if not ready:
             return []
         ready = ready[: batch_size([row[3] - 1 for row in ready])]
         token, lease_end = params["token"], params["lease_end"]
         leased = self._lease([row[0] for row in ready], lease_end, token, params["worker"])
         return [
-            (job_id, kind, payload, attempts, max_attempts, token, lease_end)
-            for job_id, kind, payload, attempts, max_attempts, _ in ready
+            (job_id, kind, payload, attempts, max_attempts, token, lease_end, key, limit)
+            for job_id, kind, payload, attempts, max_attempts, _, key, limit in ready
             if leased is None or job_id in leased
         ]
+
+    def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
+        return self._hot.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
+
+    def lock_keys(self, keys: list[str]) -> None:
+        """Nothing to do: the claim's write transaction holds SQLite's one write lock."""
+
+    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
+        found = self._hot.execute(sql.HELD, {"keys": json.dumps(keys), "now": now})
+        return {key: 0 for key in keys} | dict(found.fetchall())
 
     def _retire(self, params: dict[str, Any]) -> None:
         self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})

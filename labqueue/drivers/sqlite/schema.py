@@ -83,7 +83,7 @@ def run_migration(db: sqlite3.Connection, step: str) -> None:
         _rebuild_jobs(db, sql.V1_COLUMNS, sql.STATES_IN_LIST)
         return
     if step == "rebuild_jobs_v4":  # the states CHECK written as comparisons
-        _rebuild_jobs(db, ", ".join(sql.COLUMNS), sql.STATES_COMPARED)
+        _rebuild_jobs(db, ", ".join(sql.COLUMNS_V4), sql.STATES_COMPARED)
         return
     for statement in _statements(step):
         db.execute(statement)
@@ -126,15 +126,16 @@ def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) ->
     (user_version 0) is a queue made before versions existed (version 1's shape), or one
     whose tables were made from sql.SCHEMA by hand (the course does): current, or version
     3's table if it was made from an sql.SCHEMA of before version 4 (the states CHECK an
-    IN list)."""
+    IN list), or version 4's if made before version 5 (no concurrency columns)."""
     if version:
         return version
     columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
     if "queue" not in columns:
         return unversioned if columns else 0
     _, create_sql = db.execute(sql.JOBS_OBJECT).fetchone()
-    in_list = f"({sql.STATES_IN_LIST})" in _checks(create_sql or "")
-    return sql.LAST_IN_LIST_VERSION if in_list else sql.SCHEMA_VERSION
+    if f"({sql.STATES_IN_LIST})" in _checks(create_sql or ""):
+        return sql.LAST_IN_LIST_VERSION
+    return sql.SCHEMA_VERSION if "concurrency_key" in columns else sql.LAST_KEYLESS_VERSION
 
 
 def _statements(script: str) -> list[str]:

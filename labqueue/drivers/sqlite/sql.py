@@ -81,7 +81,9 @@ CREATE TABLE IF NOT EXISTS {name} (
     queue        TEXT    NOT NULL DEFAULT 'default'{extra}
 );
 """
-TABLE = TABLE_TEMPLATE.format(name="jobs", extra="", states=STATES_COMPARED)
+# Version 5's two columns, which ALTER TABLE adds to a table of version 4 (KEYS below).
+KEY_COLUMNS = ",\n    concurrency_key   TEXT,\n    concurrency_limit INTEGER"
+TABLE = TABLE_TEMPLATE.format(name="jobs", extra=KEY_COLUMNS, states=STATES_COMPARED)
 
 # The jobs of a named queue (not the default one): jobs_queue_ready's WHERE term, written
 # once and repeated word for word in the claims that use the index.
@@ -134,7 +136,24 @@ CREATE TABLE IF NOT EXISTS queue_pauses (
 );
 """
 
-SCHEMA = TABLE + INDEXES + ARCHIVE + PAUSES
+# Schema version 5: a concurrency key and limit per job. The claim hands out a job whose
+# key already has `concurrency_limit` running jobs with a live lease to no one (KEY_FREE);
+# a lease that ran out frees its place. jobs_key_held counts a key's running jobs from the
+# running rows alone. The columns come last and may be NULL, so ALTER TABLE adds them and
+# nothing is rebuilt.
+KEY_HELD_INDEX = """
+CREATE INDEX IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL;
+"""
+KEYS = (
+    """
+ALTER TABLE jobs ADD COLUMN concurrency_key TEXT;
+ALTER TABLE jobs ADD COLUMN concurrency_limit INTEGER;
+"""
+    + KEY_HELD_INDEX
+)
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE + PAUSES
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
@@ -158,9 +177,11 @@ BEGIN_READ = "BEGIN DEFERRED /* labqueue read */"
 # statements below).
 # Version 3 only adds the queue_pauses table. Version 4 rebuilds the table in the same way
 # to write the states CHECK as comparisons (TABLE_TEMPLATE says why); nothing else changes.
-MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4")
+# Version 5 adds the concurrency key and limit (KEYS).
+MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4", KEYS)
 SCHEMA_VERSION = len(MIGRATIONS)
 LAST_IN_LIST_VERSION = 3  # the newest version whose states CHECK is STATES_IN_LIST
+LAST_KEYLESS_VERSION = 4  # the newest version without the concurrency columns
 
 V1_COLUMNS = (
     "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker, "
@@ -177,7 +198,7 @@ ALTER TABLE {REBUILT} RENAME TO jobs;
 # What a rebuild must carry over besides rows: the triggers and indexes another program
 # made on the table (DROP TABLE takes them with it); labqueue's own indexes, named in
 # INDEXES, are made anew.
-OWN_INDEXES = tuple(re.findall(r"CREATE INDEX IF NOT EXISTS (\w+)", INDEXES))
+OWN_INDEXES = tuple(re.findall(r"CREATE INDEX IF NOT EXISTS (\w+)", INDEXES + KEY_HELD_INDEX))
 OTHERS_ON_JOBS = f"""
 SELECT sql FROM sqlite_master
  WHERE tbl_name = 'jobs' COLLATE NOCASE AND type IN ('index', 'trigger') AND sql IS NOT NULL
@@ -205,7 +226,7 @@ SELECT (SELECT group_concat(name, ',') FROM pragma_index_info(il.name)) AS cols,
  WHERE il."unique"
 """
 
-COLUMNS = (
+COLUMNS_V4: tuple[str, ...] = (  # what the version 4 rebuild copies
     "id",
     "kind",
     "payload",
@@ -222,17 +243,20 @@ COLUMNS = (
     "priority",
     "queue",
 )
+COLUMNS = (*COLUMNS_V4, "concurrency_key", "concurrency_limit")  # a job's record
 
 ENQUEUE = """
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue,
+                  concurrency_key, concurrency_limit)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING id
 """
 
 ENQUEUE_MANY = """
-INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at, priority, queue,
+                  concurrency_key, concurrency_limit)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
@@ -275,15 +299,29 @@ SCOPES = {
 # Highest priority first, then the tutorial's order: the oldest ready job first.
 CLAIM_ORDER = "priority DESC, visible_at, id"
 
+# A job whose concurrency key has room: it has no key, or its key has fewer running jobs
+# with a live lease than its limit. Every claim and look ends its test with this, so a
+# key at its limit is passed over and the jobs behind it are taken. The count reads
+# jobs_key_held: `held.concurrency_key = ...` implies the index's IS NOT NULL term. (Within
+# one claim two jobs of a key may both pass, as may two workers' claims on PostgreSQL:
+# the queue then keeps the first ones and gives the rest back, core.JobQueue._within_limits.)
+KEY_FREE = """(concurrency_key IS NULL
+                   OR concurrency_limit > (SELECT COUNT(*) FROM jobs AS held
+                     WHERE held.concurrency_key = jobs.concurrency_key
+                       AND held.state = 'running'
+                       AND held.visible_at > :now))"""
+
 _CLAIM = """
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
        visible_at = :lease_end, lease_token = :token, worker = :worker
  WHERE id IN (SELECT id FROM jobs
                WHERE state IN ('queued', 'running') AND visible_at <= :now{scope}
+                 AND {key_free}
                ORDER BY {order}
                LIMIT :limit)
-RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
+RETURNING id, kind, payload, attempts, max_attempts, lease_token,
+          visible_at, concurrency_key, concurrency_limit
 """
 
 
@@ -305,6 +343,7 @@ def _ready_rows(columns: str) -> str:
 SELECT {columns} FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= :now
    AND NOT ({EXHAUSTED}){{scope}}
+   AND {KEY_FREE}
  ORDER BY {{order}}
  LIMIT :limit
 """
@@ -314,12 +353,14 @@ SELECT {columns} FROM jobs
 # work to do): SQLite answers that subquery once per statement, through jobs_exhausted,
 # so the claim runs the retiring UPDATE only when it will retire something.
 _EXHAUSTED_DUE = f"EXISTS (SELECT 1 FROM jobs WHERE {EXHAUSTED} AND visible_at <= :now)"
-_READY_ROWS = _ready_rows(f"id, kind, payload, attempts + 1, max_attempts, {_EXHAUSTED_DUE}")
+_READY_ROWS = _ready_rows(
+    f"id, kind, payload, attempts + 1, max_attempts, {_EXHAUSTED_DUE}, concurrency_key, concurrency_limit"
+)
 # The same rows with their text as raw bytes: only when a row's text could not be decoded
 # as UTF-8, so that the row alone can be set aside.
 _READY_ROWS_RAW = _ready_rows(
     "id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload), attempts + 1,"
-    f" max_attempts, {_EXHAUSTED_DUE}"
+    f" max_attempts, {_EXHAUSTED_DUE}, concurrency_key, concurrency_limit"
 )
 
 _CLAIM_IDS = """
@@ -354,23 +395,29 @@ UPDATE jobs
 _READY_PROBE = f"""
 SELECT 1
  WHERE EXISTS (SELECT 1 FROM jobs
-                WHERE state IN ('queued', 'running') AND visible_at <= :now{{scope}})
+                WHERE state IN ('queued', 'running') AND visible_at <= :now{{scope}}
+                  AND {KEY_FREE})
     OR EXISTS (SELECT 1 FROM jobs WHERE {EXHAUSTED} AND visible_at <= :now)
 """
 
 
 def _scoped(template: str) -> dict[str, str]:
-    return {name: template.format(scope=scope, order=CLAIM_ORDER) for name, scope in SCOPES.items()}
+    return {
+        name: template.format(scope=scope, order=CLAIM_ORDER, key_free=KEY_FREE)
+        for name, scope in SCOPES.items()
+    }
 
 
 CLAIM_IN = _scoped(_CLAIM)
 READY_ROWS_IN = _scoped(_READY_ROWS)
 READY_ROWS_RAW_IN = _scoped(_READY_ROWS_RAW)
 READY_PROBE_IN = _scoped(_READY_PROBE)
-# Across all queues an expired lease is a running row already: the first arm finds it.
-READY_PROBE_IN["all"] = """
+# Across all queues an expired lease is a running row already: the first arm finds it (a
+# lease that ran out on a last attempt even when its key is at its limit: it is retired).
+READY_PROBE_IN["all"] = f"""
 SELECT 1 FROM jobs
  WHERE state IN ('queued', 'running') AND visible_at <= :now
+   AND ({KEY_FREE} OR attempts >= max_attempts)
  LIMIT 1
 """
 # The statements as the tutorial's single queue runs them.
@@ -384,6 +431,25 @@ NEXT_DUE_IN = _scoped("""
 SELECT MIN(visible_at) FROM jobs
  WHERE state IN ('queued', 'running'){scope}
 """)
+
+# The running jobs with a live lease of each concurrency key in :keys (a JSON array), from
+# jobs_key_held: what a claim counts against each key's limit (core.within_limits).
+HELD = """
+SELECT concurrency_key, COUNT(*) FROM jobs
+ WHERE concurrency_key IN (SELECT value FROM json_each(:keys))
+   AND state = 'running' AND visible_at > :now
+ GROUP BY concurrency_key
+"""
+
+# The ready jobs held back by a full key, per key (Queue.waiting_on_keys): through
+# jobs_ready's live rows, as STATS_READY.
+WAITING_ON_KEYS = f"""
+SELECT concurrency_key, COUNT(*) FROM jobs
+ WHERE state IN ('queued', 'running') AND visible_at <= :now
+   AND concurrency_key IS NOT NULL AND NOT {KEY_FREE}
+ GROUP BY concurrency_key
+ ORDER BY COUNT(*) DESC, concurrency_key
+"""
 
 # A claimed job the worker never started (a warm stop in the middle of a batch): back to
 # queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
@@ -399,7 +465,7 @@ UPDATE jobs
 # rows are live, so jobs_ready holds them all and the finished rows are never read.
 CLAIMED_RAW = """
 SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),
-       attempts, max_attempts, lease_token, visible_at
+       attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit
   FROM jobs INDEXED BY jobs_ready
  WHERE state IN ('queued', 'running') AND visible_at = :lease_end
    AND state = 'running' AND lease_token = :token
@@ -536,6 +602,7 @@ SELECT * FROM jobs
  WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:kind IS NULL OR kind = :kind)
    AND (:queue IS NULL OR queue = :queue)
+   AND (:concurrency_key IS NULL OR concurrency_key = :concurrency_key)
    AND id < :before
  ORDER BY id
  LIMIT :limit
@@ -662,6 +729,7 @@ SELECT * FROM jobs
  WHERE (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
    AND (:kind IS NULL OR kind = :kind)
    AND (:queue IS NULL OR queue = :queue)
+   AND (:concurrency_key IS NULL OR concurrency_key = :concurrency_key)
    AND id < :before
  ORDER BY id DESC
  LIMIT :limit
