@@ -272,3 +272,25 @@ def test_a_postgresql_queue_of_version_4_gains_the_key_columns(pg_url):
             assert found
     finally:
         drop_schema(pg_url, schema)
+
+
+@pytest.mark.parametrize("queues", [["mail"], ["mail", "texts"], ["default"], ["default", "mail"]])
+def test_every_claim_scope_keeps_to_the_limit(make_queue, queues):
+    q = make_queue()
+    for queue in ("default", "mail", "texts"):
+        for n in range(4):
+            q.enqueue("sync", {"n": n}, queue=queue, concurrency_key="shared", concurrency_limit=2)
+        q.enqueue("plain", {}, queue=queue)
+    taken = q.claim("w", limit=20, queues=queues) + q.claim_batch("w", 20, queues=queues)
+    assert keys_of(q, taken) == {"shared": 2, None: len(queues)}
+    assert q.claim_next("w", queues=queues) is None
+
+
+def test_a_paused_queue_keeps_its_jobs_and_the_key_counts_across_queues(make_queue):
+    q = make_queue()
+    q.enqueue("sync", {}, queue="mail", concurrency_key="acct", concurrency_limit=1)
+    q.enqueue("sync", {}, queue="texts", concurrency_key="acct", concurrency_limit=1)
+    q.pause("mail")
+    assert q.claim_next("w").id == 2  # mail is paused; texts' job takes the key's one place
+    q.resume("mail")
+    assert q.claim_next("w") is None  # mail's job waits on the key, though its queue is back
