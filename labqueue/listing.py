@@ -115,15 +115,17 @@ def whole(record: Any) -> list[str]:
     """One job, every field on a line of its own: times in UTC (and as stored), the
     payload as indented JSON, the last error in full (a line of it per line)."""
     lines = []
-    for field in dataclasses.fields(record):
+    fields = dataclasses.fields(record)
+    width = max(len(field.name) for field in fields) + 2  # the longest name, its colon and a space
+    for field in fields:
         value = getattr(record, field.name)
         if field.name == "payload":
             continue
         date = _date(value) if field.name.endswith("_at") and value is not None else None
         shown = "" if value is None else str(value) if date is None else f"{date} UTC ({value})"
         first, *more = shown.split("\n")
-        lines.append(f"{field.name + ':':<14}{printable(first)}".rstrip())
-        lines += [f"{'':<14}{printable(line)}".rstrip() for line in more]
+        lines.append(f"{field.name + ':':<{width}}{printable(first)}".rstrip())
+        lines += [f"{'':<{width}}{printable(line)}".rstrip() for line in more]
     payload = json.dumps(decoded_payload(record.payload), indent=2, ensure_ascii=False)
     lines.append("payload:")
     lines += ["  " + printable(line) for line in payload.split("\n")]  # not splitlines(): \x85 is a character

@@ -207,7 +207,8 @@ def test_listings_print_control_characters_escaped_and_json_keeps_them(location,
     # the JSON escapes, and ours (\x85 is no JSON escape)
     payload = '"text": "pay\\u001b[2J\\u001b]0;pwned\\u0007\\u001b[31m\\u202e\\x85"'
     assert payload in shown[3]
-    assert f"\n{'':<14}second line{ESCAPED}\n" in shown[3]  # the error's second line, indented
+    indent = len("concurrency_limit: ")  # the longest field name, its colon and a space
+    assert f"\n{'':<{indent}}second line{ESCAPED}\n" in shown[3]  # the error's second line, indented
     out = run(capsys, "job", location, job_id, "--json")[1]
     record = json.loads(out)
     assert record["kind"] == f"kind{CONTROL}" and record["payload"] == {"text": f"pay{CONTROL}\x85"}
