@@ -1,6 +1,7 @@
 """labqueue on PostgreSQL beside PostgreSQL-native peers, and the bare limit under them all.
 
     python -m labqueue.bench pg-peers [--quick] [--jobs N] [--rounds R] [--procs 1 4] [--out FILE]
+                                      [--delay-ms 0.5]   (the workers through a delaying proxy)
     labqueue bench pg-peers ...            (python tasks.py bench pg-peers ...)
 
 Every contender drains the same `jobs` no-op jobs, all ready, with 1 and 4 spawned worker
@@ -46,6 +47,7 @@ from ..errors import InvalidArgument
 from ..procs import run_together
 from ..settings import whole_number
 from .contenders import drain_with_worker
+from .delay_proxy import DelayProxy
 from .pg import durability_of, server_database, server_version_of
 from .report import paired_ratio, round_ratios
 from .tally import machine, race_rounds, tally
@@ -322,10 +324,14 @@ def watch_store(key: str, url: str, finished_at: list[float], stop: threading.Ev
             stop.wait(WATCH_EVERY_SECONDS)
 
 
-def race(key: str, server: str, jobs: int, procs: int) -> dict[str, Any]:
+def race(key: str, server: str, jobs: int, procs: int, delay: float = 0.0) -> dict[str, Any]:
     """Load a fresh database on `server`, release `procs` workers at once, and time the
-    drain from the release until the store holds every job as finished."""
-    with server_database(server) as url:
+    drain from the release until the store holds every job as finished. With `delay`
+    (seconds), the workers reach the server through a DelayProxy: each byte that delay late,
+    each way, as over a network (the loading and the watch go direct)."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(server_database(server))
+        workers_url = stack.enter_context(DelayProxy(url, delay)).url if delay else url
         load(key, url, jobs)
         finished_at: list[float] = []
         stop = threading.Event()
@@ -334,7 +340,7 @@ def race(key: str, server: str, jobs: int, procs: int) -> dict[str, Any]:
         try:
             reports, start = run_together(
                 child,
-                [(key, url, f"w{i}") for i in range(procs)],
+                [(key, workers_url, f"w{i}") for i in range(procs)],
                 key,
                 start_timeout=START_TIMEOUT_SECONDS,
                 result_timeout=RUN_TIMEOUT_SECONDS,
@@ -356,12 +362,16 @@ def race(key: str, server: str, jobs: int, procs: int) -> dict[str, Any]:
 
 
 def races(
-    server: str, sizes: Sizes, keys: Sequence[str], progress: Callable[[str], object] = lambda line: None
+    server: str,
+    sizes: Sizes,
+    keys: Sequence[str],
+    progress: Callable[[str], object] = lambda line: None,
+    delay: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Every contender at every process count; round r starts the order r places on."""
 
     def one(key: str, procs: int) -> dict[str, Any]:
-        return race(key, server, sizes.jobs, procs)
+        return race(key, server, sizes.jobs, procs, delay)
 
     return race_rounds(sizes.rounds, sizes.procs, keys, one, progress)
 
@@ -409,6 +419,7 @@ def run(
     keys: Sequence[str] = tuple(DRAINS),
     progress: Callable[[str], object] = lambda line: None,
     quick: bool = False,
+    delay: float = 0.0,
 ) -> dict[str, Any]:
     started = time.time()
     with contextlib.ExitStack() as stack:
@@ -416,7 +427,11 @@ def run(
             from ..postgres.server import throwaway_server
 
             server = stack.enter_context(throwaway_server())  # LABQUEUE_PG_URL's server, if set
-        runs = races(server, sizes, list(keys), progress)
+        round_trip = {"direct": round_trip_ms(server)}
+        if delay:
+            with DelayProxy(server, delay) as proxy:
+                round_trip["through the proxy"] = round_trip_ms(proxy.url)
+        runs = races(server, sizes, list(keys), progress, delay)
         version, durability = server_version_of(server), durability_of(server)
     summary = summarize(runs)
     return {
@@ -432,11 +447,27 @@ def run(
             **machine(),
             "sizes": asdict(sizes),
             "quick": quick,
+            "delay_ms_each_way": delay * 1000,
+            "round_trip_ms": round_trip,
         },
         "summary": summary,
         "targets": targets(summary),
         "runs": runs,
     }
+
+
+def round_trip_ms(url: str, n: int = 200) -> float:
+    """The median time of one `SELECT 1` on `url`, in milliseconds: what a round trip costs."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("SELECT 1")
+        times = []
+        for _ in range(n):
+            began = time.perf_counter()
+            db.execute("SELECT 1").fetchone()
+            times.append(time.perf_counter() - began)
+    return round(statistics.median(times) * 1000, 3)
 
 
 def _version(module: str) -> str | None:
@@ -462,6 +493,12 @@ def report(results: dict[str, Any]) -> str:
         f"(PostgreSQL {meta['postgresql']}, {meta['durability']}; pgqueuer {meta['pgqueuer']}; "
         f"procrastinate {meta.get('procrastinate')}; {meta['cpus']} CPUs, load {meta['load_average']})"
     )
+    trips = meta.get("round_trip_ms") or {}
+    if meta.get("delay_ms_each_way"):
+        lines.append(
+            f"workers through a proxy delaying {meta['delay_ms_each_way']:g} ms each way: a round trip "
+            f"{trips.get('through the proxy')} ms, against {trips.get('direct')} ms direct"
+        )
     lines += [
         f"target: {t['target']}: {t['value']} ({t['goal']}): {'met' if t['met'] else 'not met'}"
         for t in results["targets"]
@@ -478,8 +515,16 @@ def main(argv: list[str] | None = None) -> int:
     add("--jobs", type=whole_number, help="jobs per drain (default 5,000)")
     add("--rounds", type=whole_number, help="rounds (default 3)")
     add("--procs", type=whole_number, nargs="+", help="worker processes (default 1 4)")
-    add("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick: nowhere)")
+    add("--out", help=f"where to write the JSON (default {DATA_FILE}; --quick or --delay-ms: nowhere)")
+    add(
+        "--delay-ms",
+        type=float,
+        default=0.0,
+        help="workers reach the server through a proxy that delays each byte this long each way (default 0)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.delay_ms <= 1000:
+        parser.error(f"--delay-ms must be from 0 to 1000, got {args.delay_ms:g}")
     for peer in PEERS:
         if importlib.util.find_spec(peer) is None:
             parser.error(
@@ -494,9 +539,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     except InvalidArgument as exc:
         parser.error(str(exc))
-    results = run(sizes, progress=lambda line: print(line, file=sys.stderr, flush=True), quick=args.quick)
+    results = run(
+        sizes,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+        quick=args.quick,
+        delay=args.delay_ms / 1000,
+    )
     print(report(results))
-    out = args.out or (None if args.quick else DATA_FILE)
+    out = args.out or (None if args.quick or args.delay_ms else DATA_FILE)
     if out:
         Path(out).write_text(json.dumps(results, indent=1) + "\n")
         print(f"\nwritten to {out}")
