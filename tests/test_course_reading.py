@@ -22,7 +22,6 @@ GLOSSARY = ROOT / "docs" / "glossary.md"
 # comes down: shortening a notebook lowers it, and one within budget leaves the list.
 NOT_YET_SHORTENED = "not shortened to the budget yet (issue 38): the cap keeps it from growing"
 OVER_BUDGET: dict[str, tuple[int, str]] = {
-    "03_crash_recovery": (1614, NOT_YET_SHORTENED),
     "04_zombie_workers": (2298, NOT_YET_SHORTENED),
 }
 
