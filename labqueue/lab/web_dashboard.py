@@ -22,7 +22,7 @@ from collections import deque
 from html import escape
 from pathlib import Path
 
-from ..procs import kill_tree
+from ..pool import stop_processes
 
 # What the command prints once it listens (labqueue.cli.dashboard).
 LISTENING = re.compile(r" at (http://127\.0\.0\.1:(\d+)/) ")
@@ -108,12 +108,8 @@ class WebDashboard:
 
 
 def stop_process(process: subprocess.Popen, grace: float = 5.0) -> int | None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            kill_tree(process)
+    """End the dashboard as a pool ends a worker (SIGTERM, then a hard kill after `grace`)."""
+    stop_processes([process], grace)
     return process.returncode
 
 
