@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import open_queue
-from ..demo.scratch import work_folder
+from ..demo.scratch import db_path, work_folder
 from ..procs import run_together
 from .contenders import drain_with_worker
 
@@ -37,8 +37,7 @@ def load(location: str, jobs: int, keys: int | None) -> None:
         with open_queue(location) as q:
             q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
     else:
-        for suffix in ("", "-wal", "-shm"):
-            Path(location + suffix).unlink(missing_ok=True)
+        db_path(Path(location).stem, Path(location).parent)  # deletes the last drain's file, -wal and -shm
     with open_queue(location) as q:
         if keys is None:
             q.enqueue_many("noop", [{"n": i} for i in range(jobs)])
