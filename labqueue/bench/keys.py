@@ -1,11 +1,12 @@
 """What concurrency keys cost: the same no-op drain by labqueue's worker loop, once with
 no keys and once spread over --keys keys with limit 1, side by side in one run.
 
-    python -m labqueue.bench keys [--jobs 4000] [--keys 100] [--procs 1 4] [--rounds 3] [--url URL]
+    python -m labqueue.bench keys [--jobs 4000] [--keys 100] [--procs 1 4] [--rounds 3] [--postgres]
 
-Each round drains a fresh queue (SQLite in a scratch folder, or the `labqueue` schema at
---url, dropped before each drain) under each condition in turn, the order rotating every
-round, with every worker process released at once (labqueue.procs.run_together). It prints
+Each round drains a fresh queue (SQLite in a scratch folder; with --postgres, the `labqueue`
+schema on LABQUEUE_PG_URL's server or a throwaway one, dropped before each drain: the URL comes
+from the environment, never the command line) under each condition in turn, the order rotating
+every round, with every worker process released at once (labqueue.procs.run_together). It prints
 jobs per second, the median of the rounds, and the ratio of the keyed drain to the plain
 one for each number of workers; every job must be handed out once. The target: the keyed
 drain at no less than half the plain one's rate. A measurement, not a test.
@@ -14,6 +15,7 @@ drain at no less than half the plain one's rate. A measurement, not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -74,12 +76,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=100, help="concurrency keys, limit 1 each (default 100)")
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 4], help="worker processes (default 1 4)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
-    parser.add_argument("--url", help="a postgresql:// URL (default: SQLite in a scratch folder)")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="on PostgreSQL: LABQUEUE_PG_URL's server, else a throwaway one (default: SQLite)",
+    )
     args = parser.parse_args(argv)
     for name in ("jobs", "keys", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    location = args.url or str(work_folder() / "bench_keys.db")
+    with contextlib.ExitStack() as stack:
+        if args.postgres:  # the URL from the environment: a password never on a command line
+            from ..postgres.server import throwaway_server
+
+            location = stack.enter_context(throwaway_server())
+        else:
+            location = str(work_folder() / "bench_keys.db")
+        return measure(args, location)
+
+
+def measure(args: argparse.Namespace, location: str) -> int:
+    """The rounds, then the table; 0 when the target is met for every number of workers."""
     rates: dict[tuple[str, int], list[float]] = {}
     for round_no in range(args.rounds):
         order = CONDITIONS[round_no % 2 :] + CONDITIONS[: round_no % 2]
@@ -92,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"round {round_no + 1}: {procs} worker(s), {condition}: {rate:,.0f} jobs/s",
                     file=sys.stderr,
                 )
-    backend = "PostgreSQL" if args.url else "SQLite"
+    backend = "PostgreSQL" if args.postgres else "SQLite"
     print(
         f"\n{backend}, {args.jobs} no-op jobs, {args.keys} keys with limit 1,"
         f" median of {args.rounds} round(s)"
