@@ -325,6 +325,9 @@ class Driver(Protocol):
     def ready(self, scope: Scope, now: float | None) -> bool: ...
     def next_due(self, scope: Scope) -> float | None: ...
     def claim(self, claim: Claim, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
+    # A driver may also offer settle_in_one_call(done, now, claim): plain completions
+    # ((id, token) pairs) and a batch claim in one statement of its own, returning (ids
+    # completed, claimed rows), or None when it cannot (PostgreSQL's sql.SETTLE).
     # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
     # write lock already does), then their running jobs with a live lease, {key: n}
     def lock_keys(self, keys: list[str]) -> None: ...  # (tx)
@@ -758,6 +761,12 @@ class Queue:
         scope = self._scope(queues)
         if scope.name == "none" or not self._ready(scope):
             return []
+        one_call = getattr(self._d, "settle_in_one_call", None) if batch else None
+        if one_call is not None:
+            claim = self._claim_params(worker, limit, scope)
+            settled = self._read(lambda: one_call([], claim.now, claim))
+            if settled is not None:
+                return self._claimed_jobs(settled[1], claim)
         with self._tx():
             return self._claimed(self._claim_params(worker, limit, scope), batch=batch)
 
@@ -918,34 +927,53 @@ class Queue:
         the batch is saved, as complete() does."""
         for report in finished:
             check_job(report.job)
+        scope = None
         if claim_for is not None:
             limit = validate.claim_limit(limit)
             self._check_worker(claim_for)
             scope = self._scope(queues)
+            if scope.name == "none":
+                scope = None
+        one_call = getattr(self._d, "settle_in_one_call", None)
+        if one_call is not None and all(r.error is None and r.effect is None for r in finished):
+            now = self._now()
+            claim = None if scope is None else self._claim_params(claim_for or "", limit, scope)
+            pairs = [(report.job.id, report.job.lease_token) for report in finished]
+            settled = self._read(lambda: one_call(pairs, now, claim) if pairs or claim else ([], []))
+            if settled is not None:
+                done = set(settled[0])
+                outcomes = self._read(lambda: [self._plain_outcome(r.job, done) for r in finished])
+                return outcomes, self._claimed_jobs(settled[1], claim)
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
-            outcomes = []
-            for report in finished:
-                job = report.job
-                if report.error is None and report.effect is None:
-                    if job.id in done:
-                        done.remove(job.id)  # a job reported twice is done once
-                        outcomes.append("done")
-                    else:
-                        outcomes.append(self._why_lost(job))
-                else:
-                    outcomes.append(self._settle_one(report, now))
-            if claim_for is None or scope.name == "none":
+            outcomes = [
+                self._plain_outcome(r.job, done)
+                if r.error is None and r.effect is None
+                else self._settle_one(r, now)
+                for r in finished
+            ]
+            if scope is None:
                 return outcomes, []
-            claim = self._claim_params(claim_for, limit, scope)
+            claim = self._claim_params(claim_for or "", limit, scope)
             rows = self._d.claim(claim, batch=True)
-        # The rows become jobs after COMMIT, so the write lock is not held for it.
+        return outcomes, self._claimed_jobs(rows, claim)
+
+    def _plain_outcome(self, job: Job, done: set[int]) -> str:
+        """A plain completion's outcome, given the ids its statement completed."""
+        if job.id in done:
+            done.remove(job.id)  # a job reported twice is done once
+            return "done"
+        return self._why_lost(job)
+
+    def _claimed_jobs(self, rows: list[ClaimedRow], claim: Claim | None) -> list[Job]:
+        """A batch claim's rows as jobs, read after COMMIT so the write lock is not held
+        for it; a row that cannot be read is dead-lettered in a transaction of its own."""
         jobs, unreadable = self._read_rows(rows)
-        if unreadable:
+        if unreadable and claim is not None:
             with self._tx():
                 self._bury(unreadable, claim.now)
-        return outcomes, jobs
+        return jobs
 
     def _complete_plain(self, finished: Sequence[Finished], now: float | None) -> set[int]:
         """The completions without an effect, one fenced statement per lease token (a batch

@@ -100,6 +100,8 @@ def test_a_database_failure_while_settling_is_not_the_jobs_failure(q, monkeypatc
     with monkeypatch.context() as patch:
         patch.setattr(q._d, "complete", locked)
         patch.setattr(q._d, "complete_many", locked)
+        if hasattr(q._d, "settle_in_one_call"):  # PostgreSQL's one-call report
+            patch.setattr(q._d, "settle_in_one_call", locked)
         with pytest.raises(QueueBusy):
             q.settle([Finished(job, effect=lambda db: None)])
         with pytest.raises(QueueBusy):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -49,7 +49,7 @@ from ...core import (
 from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
 from ...redaction import redact
 from . import sql
-from .schema import SCHEMA_NAME, open_schema
+from .schema import SCHEMA_NAME, has_settle, open_schema
 
 LOOK_KEY = 3  # where a BATCH_LOOK row holds its concurrency key (and its limit, next)
 
@@ -109,6 +109,7 @@ class PgDriver:
         self.db = self._connect(CannotOpen)
         try:
             open_schema(self.db, self.schema, self.url, create=create)
+            self.one_call = has_settle(self.db, self.schema)
             self._session()
         except psycopg.Error as exc:
             self.db.close()
@@ -280,6 +281,26 @@ class PgDriver:
             return []
         ids = [row[0] for row in looked[:take]]
         return self.db.execute(sql.CLAIM_IDS, {**params, "ids": ids}).fetchall()
+
+    def settle_in_one_call(
+        self, done: Sequence[tuple[int, str]], now: float | None, claim: Claim | None
+    ) -> tuple[list[int], list[tuple]] | None:
+        """Plain completions (job id, lease token) and the next batch's claim in one call of
+        sql.SETTLE: one statement outside a transaction block, so one round trip. Returns
+        the ids completed and the claimed rows, or None where the schema lacks the function
+        (the queue then takes the transaction path)."""
+        if not self.one_call:
+            return None
+        params = {"done_ids": [job_id for job_id, _ in done], "done_tokens": [token for _, token in done]}
+        if claim is None:
+            params |= {"now": now, "scope": None, "queue": None, "queues": None, "paused": None, "limit": 0}
+            params |= {"lease_seconds": 0.0, "token": None, "worker": None, "reason": None}
+        else:
+            params |= {**claim.params(), "scope": claim.scope.name}
+        rows = self.db.execute(sql.SETTLE_CALL, params).fetchall()
+        if not rows:
+            return [], []
+        return [row[0] for row in rows if row[1] is None], [row for row in rows if row[1] is not None]
 
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
         return self.db.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()

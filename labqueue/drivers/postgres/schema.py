@@ -1,6 +1,7 @@
 """The queue's schema on PostgreSQL: its name, its creation (one process at a time), the
 checks that refuse a `jobs` table that is not labqueue's, and the migrations of older
-queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5). The connection is the driver's.
+queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5, SETTLE). The connection is the
+driver's.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 
 from ...errors import ForeignJobsTable, QueueNotFound
@@ -48,6 +50,26 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
         assert exists is not None  # to_regclass() answers one row
         if not exists[0]:
             db.execute(sql.PAUSES)  # schema version 3
+        install_settle(db, schema)
+
+
+def install_settle(db: psycopg.Connection, schema: str) -> None:
+    """The one-round-trip settle function (sql.SETTLE), unless the schema has it. A role
+    that may use the queue but not create in its schema opens it without: the worker then
+    reports and claims in a transaction of several statements, as before the function."""
+    if has_settle(db, schema):
+        return
+    try:
+        with db.transaction():  # a savepoint: a refusal leaves the open's transaction usable
+            db.execute(sql.SETTLE)
+    except pg_errors.InsufficientPrivilege:
+        pass
+
+
+def has_settle(db: psycopg.Connection, schema: str) -> bool:
+    signature = f"{pg_sql.Identifier(schema).as_string(db)}.{sql.SETTLE_FUNCTION}({sql.SETTLE_ARGUMENTS})"
+    found = db.execute(sql.SETTLE_EXISTS, {"signature": signature}).fetchone()
+    return bool(found and found[0])
 
 
 def _check_table(db: psycopg.Connection, schema: str, url: str, columns: dict[str, tuple]) -> None:

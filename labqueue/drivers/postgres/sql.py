@@ -576,3 +576,175 @@ SELECT queue, state, floor(({NOW} - finished_at) / %(step)s)::int AS ago, COUNT(
 """
 # A page's reads: one snapshot, and a write refused (the first statement of the transaction).
 READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+# -- one round trip per batch -----------------------------------------------------------
+# The worker's report of a batch of plain completions and its claim of the next batch, in
+# one call of a PL/pgSQL function installed with the schema: a lone statement outside a
+# transaction block is its own transaction, so BEGIN and COMMIT cost no round trip either
+# (five became one). Its steps are the statements above, the parameters renamed to the
+# function's arguments and NOW read once at the call's start: COMPLETE_MANY for each
+# lease token, BATCH_LOOK_IN for the scope, RETIRE_EXHAUSTED when the look saw an
+# exhausted lease (or nothing), LOCK_KEYS and HELD when the looked rows have concurrency
+# keys, then CLAIM_IDS. Between them it applies core.within_limits and core.batch_size,
+# rendered in PL/pgSQL (tests/test_pg_settle_function.py holds the two renderings to one
+# answer). Failures and effects still take the transaction path: a failure's backoff and
+# an effect are the worker's Python. The name carries the function's version: a change to
+# its body is a new name, installed when a queue of the old one is opened.
+SETTLE_FUNCTION = "labqueue_settle_1"
+SETTLE_ARGUMENTS = (
+    "bigint[], text[], double precision, text, text, text[], text[], integer,"
+    " double precision, text, text, text"
+)
+_FUNCTION_NAMES = {
+    NOW: "v_now",
+    "%(now)s::double precision": "v_now",
+    "%(queue)s": "p_queue",
+    "%(queues)s": "p_queues",
+    "%(paused)s": "p_paused",
+    "%(limit)s": "p_limit",
+    "%(lease_seconds)s": "p_lease_seconds",
+    "%(token)s": "p_token",
+    "%(worker)s": "p_worker",
+    "%(reason)s": "p_reason",
+    "%(keys)s": "v_keyset",
+    "%(ids)s": "v_take_ids",
+}
+
+
+def _in_function(statement: str) -> str:
+    """A statement above as a step of the function: its parameters the function's names."""
+    for parameter, name in _FUNCTION_NAMES.items():
+        statement = statement.replace(parameter, name)
+    assert "%(" not in statement, statement
+    return statement.strip()
+
+
+def _opening_look() -> str:
+    """BATCH_LOOK_IN's statement for the call's scope: one static statement per scope, so
+    PL/pgSQL keeps each one's plan as the driver's prepared statements do."""
+    branches = []
+    for number, name in enumerate(SCOPES):
+        keyword = "IF" if number == 0 else "ELSIF"
+        look = _in_function(BATCH_LOOK_IN[name])
+        branches.append(f"{keyword} p_scope = '{name}' THEN\n        OPEN v_look FOR {look};")
+    unknown = "ELSE\n        RAISE EXCEPTION 'labqueue: no claim scope %', p_scope;\n    END IF;"
+    return "\n    ".join([*branches, unknown])
+
+
+_CLAIM_STEP = _in_function(CLAIM_IDS).replace("\n", "\n            ")
+_COMPLETE_STEP = _in_function(
+    COMPLETE_MANY.replace("%(ids)s", "v_done").replace("%(token)s", "v_token")
+).replace("\n", "\n            ")
+
+SETTLE = f"""
+CREATE FUNCTION {SETTLE_FUNCTION}(
+    p_done_ids bigint[], p_done_tokens text[], p_now double precision,
+    p_scope text, p_queue text, p_queues text[], p_paused text[], p_limit integer,
+    p_lease_seconds double precision, p_token text, p_worker text, p_reason text)
+RETURNS TABLE (r_id bigint, r_kind text, r_payload text, r_attempts bigint, r_max_attempts bigint,
+               r_lease_token text, r_visible_at double precision, r_key text, r_key_limit integer)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $settle$
+DECLARE
+    -- NOW, read once: the moment the call's statement began (or the queue's clock)
+    v_now CONSTANT double precision :=
+        COALESCE(p_now, extract(epoch FROM statement_timestamp())::double precision);
+    v_look refcursor;
+    v_id bigint;
+    v_attempts bigint;
+    v_exhausted boolean;
+    v_key text;
+    v_key_limit integer;
+    v_retire boolean;
+    v_ids bigint[] := ARRAY[]::bigint[];
+    v_tries bigint[] := ARRAY[]::bigint[];
+    v_keys text[] := ARRAY[]::text[];
+    v_limits integer[] := ARRAY[]::integer[];
+    v_keyset text[];
+    v_held jsonb;
+    v_running integer;
+    v_take_ids bigint[] := ARRAY[]::bigint[];
+    v_token text;
+    v_done bigint[];
+BEGIN
+    -- the completions, one fenced COMPLETE_MANY per lease token; their ids come back
+    -- as rows without a kind
+    FOR v_token, v_done IN
+        SELECT d.token, array_agg(d.id)
+          FROM unnest(p_done_ids, p_done_tokens) AS d(id, token) GROUP BY d.token
+    LOOP
+        RETURN QUERY
+        WITH done AS (
+            {_COMPLETE_STEP}
+        )
+        SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
+               NULL::double precision, NULL::text, NULL::integer FROM done;
+    END LOOP;
+    IF p_scope IS NULL THEN
+        RETURN;  -- a report without a claim
+    END IF;
+
+    -- BATCH_LOOK: the next ready jobs of the scope, locked (SKIP LOCKED), in claim order
+    {_opening_look()}
+    LOOP
+        FETCH v_look INTO v_id, v_attempts, v_exhausted, v_key, v_key_limit;
+        EXIT WHEN NOT FOUND;
+        v_retire := COALESCE(v_retire, v_exhausted);  -- the first row's answer, as the driver reads it
+        v_ids := v_ids || v_id;
+        v_tries := v_tries || v_attempts;
+        v_keys := v_keys || v_key;
+        v_limits := v_limits || v_key_limit;
+    END LOOP;
+    CLOSE v_look;
+    IF v_retire IS NULL OR v_retire THEN
+        {_in_function(RETIRE_EXHAUSTED)};
+    END IF;
+
+    -- core.within_limits: with the keys locked, a keyed row fits while its key runs
+    -- fewer jobs than its limit (HELD's count, plus the rows taken before it)
+    SELECT array_agg(DISTINCT k ORDER BY k) INTO v_keyset FROM unnest(v_keys) AS k WHERE k IS NOT NULL;
+    IF v_keyset IS NOT NULL THEN
+        PERFORM 1 FROM ({_in_function(LOCK_KEYS)}) AS locked;
+        SELECT COALESCE(jsonb_object_agg(counted.concurrency_key, counted.count), jsonb_build_object())
+          INTO v_held FROM ({_in_function(HELD)}) AS counted;
+        v_take_ids := v_ids;
+        v_ids := ARRAY[]::bigint[];
+        FOR i IN 1 .. cardinality(v_take_ids) LOOP
+            IF v_keys[i] IS NOT NULL THEN
+                v_running := COALESCE((v_held ->> v_keys[i])::integer, 0);
+                CONTINUE WHEN v_running >= v_limits[i];
+                v_held := v_held || jsonb_build_object(v_keys[i], v_running + 1);
+            END IF;
+            v_ids := v_ids || v_take_ids[i];
+            v_tries[cardinality(v_ids)] := v_tries[i];
+        END LOOP;
+    END IF;
+
+    -- core.batch_size: a job handed out before comes alone; else the leading run of
+    -- jobs never handed out
+    v_take_ids := ARRAY[]::bigint[];
+    FOR i IN 1 .. cardinality(v_ids) LOOP
+        IF v_tries[i] > 0 THEN
+            IF i = 1 THEN
+                v_take_ids := ARRAY[v_ids[1]];
+            END IF;
+            EXIT;
+        END IF;
+        v_take_ids := v_take_ids || v_ids[i];
+    END LOOP;
+    IF cardinality(v_take_ids) > 0 THEN
+        RETURN QUERY
+        WITH claimed AS (
+            {_CLAIM_STEP}
+        )
+        SELECT * FROM claimed;
+    END IF;
+END
+$settle$;
+"""
+SETTLE_EXISTS = "SELECT to_regprocedure(%(signature)s) IS NOT NULL"
+SETTLE_CALL = f"""
+SELECT * FROM {SETTLE_FUNCTION}(
+    %(done_ids)s::bigint[], %(done_tokens)s::text[], %(now)s::double precision,
+    %(scope)s::text, %(queue)s::text, %(queues)s::text[], %(paused)s::text[], %(limit)s::integer,
+    %(lease_seconds)s::double precision, %(token)s::text, %(worker)s::text, %(reason)s::text)
+"""
