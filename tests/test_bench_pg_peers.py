@@ -34,8 +34,13 @@ def test_the_whole_run_pairs_each_peer_with_labqueue_and_says_what_each_promises
     assert set(rows) == set(pg_peers.DRAINS)
     assert rows["labqueue"]["labqueue_ratio"] is None
     assert all(rows[k]["labqueue_ratio"] > 0 for k in ("pgqueuer", "procrastinate", "bare"))
-    # procrastinate is reported beside labqueue, not targeted: the goal is about pgqueuer
-    assert [t["target"] for t in results["targets"]] == ["labqueue vs pgqueuer, 1 worker(s)"]
+    # procrastinate is reported beside labqueue, not targeted: the goals are the bare loop and pgqueuer
+    assert [t["target"] for t in results["targets"]] == [
+        "labqueue vs bare, 1 worker(s)",
+        "labqueue vs pgqueuer, 1 worker(s)",
+    ]
+    for target in results["targets"]:  # each one met, or missed by how much and why
+        assert target["met"] or (target["missed_by"] > 0 and target["why"]), target
     assert results["meta"]["durability"].startswith("fsync=on")
     assert results["meta"]["procrastinate"].startswith("3.")
     text = pg_peers.report(results)
@@ -110,3 +115,26 @@ def test_a_missing_peer_package_is_named_before_anything_runs(monkeypatch, capsy
         pg_peers.main(["--quick"])
     assert raised.value.code == 2
     assert f"{missing} not installed" in capsys.readouterr().err
+
+
+def test_the_targets_say_by_how_much_and_why_one_is_missed():
+    summary = [
+        {"contender": "labqueue", "procs": 4, "median_jobs_per_s": 9000.0, "labqueue_ratio": None},
+        {"contender": "bare", "procs": 4, "median_jobs_per_s": 20000.0, "labqueue_ratio": 0.45},
+        {"contender": "pgqueuer", "procs": 4, "median_jobs_per_s": 7000.0, "labqueue_ratio": 1.29},
+    ]
+    socket = [{"contender": "pgqueuer", "procs": 4, "labqueue_ratio": 1.1}]
+    found = {t["target"]: t for t in pg_peers.targets(summary, socket)}
+    bare = found["labqueue vs bare, 4 worker(s)"]
+    assert (bare["goal"], bare["met"], bare["missed_by"]) == (">= 0.6", False, 0.15)
+    assert "twice" in bare["why"]
+    peer = found["labqueue vs pgqueuer, 4 worker(s)"]
+    assert (peer["met"], peer["missed_by"]) == (False, 1.71)
+    assert "21,000" in peer["why"] and "20,000" in peer["why"]  # 3x pgqueuer is past the bare loop
+    delayed = found["labqueue vs pgqueuer, 4 worker(s), delayed against the socket"]
+    assert (delayed["goal"], delayed["met"], delayed["why"]) == ("> 1.1", True, None)
+    text = pg_peers.report({"summary": [], "targets": list(found.values()), "meta": META})
+    assert "missed by 0.15: labqueue writes each job twice" in text
+
+
+META = {"postgresql": "18", "durability": "fsync=on", "pgqueuer": "1", "cpus": 2, "load_average": [0.0]}
