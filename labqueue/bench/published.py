@@ -34,6 +34,7 @@ FILES = {
     "bench": "bench_results.json",
     "bench_pg": "bench_pg.json",
     "bench_pg_peers": "bench_pg_peers.json",
+    "bench_pg_peers_delay": "bench_pg_peers_delay.json",
     "wakeup": "bench_wakeup_worker.json",
 }
 # How each data file is made: the command `figures` runs (as `python -m ...`).
@@ -41,6 +42,7 @@ COMMANDS = {
     "bench": ["labqueue.bench"],
     "bench_pg": ["labqueue.bench", "pg"],
     "bench_pg_peers": ["labqueue.bench", "pg-peers"],
+    "bench_pg_peers_delay": ["labqueue.bench", "pg-peers", "--delay-ms", "0.5"],  # after the socket's run
     "wakeup": [
         "labqueue.bench",
         "wakeup",
@@ -183,7 +185,9 @@ def render_bench_pg_peers(results: dict[str, Any]) -> str:
         f"{sizes['jobs']:,} jobs per drain, {sizes['rounds']} rounds, medians; each drain timed until the "
         f"store held every job as finished; PostgreSQL {meta['postgresql']} with fsync and "
         f"synchronous_commit on), with {' / '.join(map(str, procs))} worker process(es): labqueue's "
-        f"worker loop drains {speeds('labqueue')} jobs/s, pgqueuer {meta['pgqueuer']} "
+        f"worker loop drains {speeds('labqueue')} jobs/s"
+        + _without_function(row, procs, speeds, ratios)
+        + f", pgqueuer {meta['pgqueuer']} "
         f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it: the median of paired rounds that ranged "
         f"{spread('pgqueuer')}), "
         + (
@@ -203,6 +207,61 @@ def render_bench_pg_peers(results: dict[str, Any]) -> str:
             else "token; "
         )
         + "the bare loop has no lease at all, so a worker that dies loses what it took."
+        + _targets(results)
+    )
+
+
+def _without_function(
+    row: dict[tuple[str, int], Any],
+    procs: list[int],
+    speeds: Callable[[str], str],
+    ratios: Callable[[str], str],
+) -> str:
+    """The same loop with PostgreSQL's settle function off, in a run that raced it."""
+    if ("labqueue_tx", procs[0]) not in row:
+        return ""
+    return (
+        f" ({speeds('labqueue_tx')} with its settle function switched off, five round trips a batch "
+        f"instead of one: {ratios('labqueue_tx')} as fast with it)"
+    )
+
+
+def _targets(results: dict[str, Any]) -> str:
+    """The run's targets, each met or missed by how much (a run from before they were
+    written down has none, or only its pgqueuer bar)."""
+    found = [t for t in results.get("targets", []) if "missed_by" in t]
+    if not found:
+        return ""
+    said = [
+        f"{t['target']} {t['goal']}: {t['value']:.2f}x, "
+        + ("met" if t["met"] else f"missed by {t['missed_by']:.2f} ({t['why']})")
+        for t in found
+    ]
+    return " Targets: " + "; ".join(said) + "."
+
+
+def render_bench_pg_peers_delay(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    row = {(r["contender"], r["procs"]): r for r in results["summary"]}
+    procs = sorted({p for (key, p) in row if key == "labqueue"})
+    trips = meta["round_trip_ms"]
+
+    def speeds(key: str) -> str:
+        return " / ".join(_n(row[key, p]["median_jobs_per_s"]) for p in procs)
+
+    def ratios(key: str) -> str:
+        return " / ".join(_x(row[key, p]["labqueue_ratio"]) for p in procs)
+
+    return (
+        f"The same race with the workers reaching the server through a proxy that holds each byte "
+        f"{meta['delay_ms_each_way']:g} ms each way (a round trip {trips['through the proxy']:.2f} ms "
+        f"against {trips['direct']:.2f} ms direct; `data/bench_pg_peers_delay.json`, {meta['date'][:10]}, "
+        f"{meta['sizes']['jobs']:,} jobs per drain, {meta['sizes']['rounds']} rounds), with "
+        f"{' / '.join(map(str, procs))} worker process(es): labqueue {speeds('labqueue')} jobs/s"
+        + _without_function(row, procs, speeds, ratios)
+        + ", pgqueuer "
+        f"{speeds('pgqueuer')} (labqueue {ratios('pgqueuer')} it), procrastinate {speeds('procrastinate')}, "
+        f"the bare loop {speeds('bare')} (labqueue {ratios('bare')} it)." + _targets(results)
     )
 
 
@@ -227,6 +286,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench": render_bench,
     "bench_pg": render_bench_pg,
     "bench_pg_peers": render_bench_pg_peers,
+    "bench_pg_peers_delay": render_bench_pg_peers_delay,
     "wakeup": render_wakeup,
 }
 
