@@ -114,6 +114,29 @@ def test_the_table_has_the_check_and_the_three_partial_indexes(pgq):
         pgq.db.execute("UPDATE jobs SET state = 'paused'")
 
 
+def test_dedupe_keys_are_unique_through_a_partial_index_that_keyless_jobs_stay_out_of(pgq):
+    pgq.enqueue_many("t", [{}, {}])
+    assert pgq.enqueue("t", {}, dedupe_key="k") == 3
+    assert pgq.enqueue("t", {}, dedupe_key="k") is None
+    found = "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'jobs_dedupe_key'"
+    definition = pgq.db.execute(found, (pgq.schema,)).fetchone()[0]
+    assert "UNIQUE" in definition and "WHERE (dedupe_key IS NOT NULL)" in definition
+
+
+def test_a_queue_made_with_the_unique_constraint_gets_the_partial_index_instead(pg_url, schema):
+    with PgJobQueue(pg_url, schema=schema) as q:  # as a queue made before the index was
+        q.enqueue("t", {}, dedupe_key="k")
+        q.db.execute("DROP INDEX jobs_dedupe_key")
+        q.db.execute("ALTER TABLE jobs ADD CONSTRAINT jobs_dedupe_key_key UNIQUE (dedupe_key)")
+    with PgJobQueue(pg_url, schema=schema) as q:
+        constraints = q.db.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = 'jobs'::regclass AND contype = 'u'"
+        ).fetchall()
+        assert constraints == []
+        assert q.enqueue("t", {}, dedupe_key="k") is None and q.enqueue("t", {}, dedupe_key="j") == 2
+        assert q.counts()["queued"] == 2
+
+
 def test_a_foreign_jobs_table_is_refused_and_left_alone(pg_url, schema):
     with psycopg.connect(pg_url, autocommit=True) as db:
         db.execute(f'CREATE SCHEMA "{schema}"')

@@ -467,8 +467,10 @@ def targets(
                         f"labqueue vs pgqueuer, {procs} worker(s), delayed against the socket",
                         value,
                         before["labqueue_ratio"],
-                        "each of labqueue's batches is one round trip; pgqueuer's take more, so a delay "
-                        "should cost it more",
+                        "pgqueuer also waits about one round trip per batch: it fetches a batch in one "
+                        "statement and writes completions from a buffer in a task of their own, off the path "
+                        "to its next fetch (pgqueuer.core.buffers.JobStatusLogBuffer), so a delay costs both "
+                        "alike",
                         strictly=True,
                     )
                 )

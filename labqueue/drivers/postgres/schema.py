@@ -1,7 +1,7 @@
 """The queue's schema on PostgreSQL: its name, its creation (one process at a time), the
 checks that refuse a `jobs` table that is not labqueue's, and the migrations of older
-queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5, SETTLE). The connection is the
-driver's.
+queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5, MIGRATE_DEDUPE,
+SETTLE). The connection is the driver's.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
             db.execute(sql.MIGRATE_V2)
         if columns and "concurrency_key" not in columns:  # before version 5: the key columns added
             db.execute(sql.MIGRATE_V5)
+        if columns and db.execute(sql.DEDUPE_INDEX_EXISTS, {"schema": schema}).fetchone() is None:
+            db.execute(sql.MIGRATE_DEDUPE)  # the dedupe keys' partial unique index, for the constraint
         table = f"{name.as_string(db)}.queue_pauses"
         exists = db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()
         assert exists is not None  # to_regclass() answers one row

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     lease_token  TEXT,
     worker       TEXT,
     last_error   TEXT,
-    dedupe_key   TEXT UNIQUE,
+    dedupe_key   TEXT,
     created_at   DOUBLE PRECISION NOT NULL,
     finished_at  DOUBLE PRECISION,
     priority     INTEGER          NOT NULL DEFAULT 0,
@@ -97,7 +97,28 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
     + KEY_HELD_INDEX
 )
 
-SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE + PAUSES
+# A dedupe key is unique among the jobs that have one: a partial unique index, so a job
+# without a key (most jobs) has no entry in it. Every claim and every completion writes a
+# new row version with new index entries (their columns change, so no update is HOT), and
+# a plain UNIQUE (dedupe_key) took one more entry, for NULL, at each: measured on the
+# pg-peers drain, a fifth of the index writes and 13% of four workers' speed. A queue made
+# with the UNIQUE constraint is given the index and loses the constraint when it is opened
+# (MIGRATE_DEDUPE; its ON CONFLICT infers either). SQLite keeps its UNIQUE column.
+DEDUPE_INDEX = """
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key) WHERE dedupe_key IS NOT NULL;
+"""
+MIGRATE_DEDUPE = (
+    DEDUPE_INDEX
+    + """
+ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key;
+"""
+)
+DEDUPE_INDEX_EXISTS = """
+SELECT 1 FROM pg_indexes
+ WHERE schemaname = %(schema)s AND tablename = 'jobs' AND indexname = 'jobs_dedupe_key'
+"""
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under
@@ -195,7 +216,7 @@ SELECT %(kind)s, %(payload)s, %(max_attempts)s, {NOW} + %(delay)s, %(dedupe_key)
        %(priority)s, %(queue)s, %(concurrency_key)s, %(concurrency_limit)s
  WHERE %(dedupe_key)s::text IS NULL
     OR NOT EXISTS (SELECT 1 FROM jobs WHERE dedupe_key = %(dedupe_key)s::text)
-ON CONFLICT (dedupe_key) DO NOTHING
+ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
 RETURNING id
 """
 
