@@ -152,3 +152,14 @@ def test_the_transaction_drain_runs_the_worker_without_the_settle_function(pg_ur
         with PgJobQueue(url) as q:
             assert not q._d.one_call  # the switch the drain threw: no one-call settle here
             assert q.counts()["done"] == 25
+
+
+def test_the_waits_bench_samples_the_drains_sessions_and_its_log(pg_url):
+    from labqueue.bench import pg_waits
+
+    found = pg_waits.run(pg_url, ["labqueue"], jobs=300, procs=[2])
+    (row,) = found
+    assert row["jobs_per_s"] > 0 and row["samples"] > 0 and row["wal_bytes_per_job"] > 0
+    # the two workers' sessions were seen, each either working, waiting for its client or on the server
+    assert row["waits"] and all(share > 0 for share in row["waits"].values())
+    assert pg_peers.LABELS["labqueue"] in pg_waits.report(found)

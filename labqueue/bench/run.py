@@ -395,6 +395,7 @@ def missing_peers(keys: Sequence[str]) -> list[str]:
 PARTS = {
     "pg": "labqueue.bench.pg",
     "pg-peers": "labqueue.bench.pg_peers",
+    "pg-waits": "labqueue.bench.pg_waits",
     "wakeup": "labqueue.bench.wakeup",
     "dashboard": "labqueue.bench.dashboard",
     "keys": "labqueue.bench.keys",
