@@ -131,7 +131,7 @@ def test_opening_an_older_queue_installs_the_function(pg_url):
         drop_schema(pg_url, schema)
 
 
-def test_a_role_that_may_not_create_uses_the_queue_through_transactions(pg_url):
+def test_a_role_that_may_not_create_uses_the_queue_through_transactions(pg_url, caplog):
     """The schema's owner made the queue before the function existed; a worker's role may
     read and write its tables but not create in its schema: it opens the queue without
     the function, and settles in a transaction of several statements."""
@@ -152,6 +152,9 @@ def test_a_role_that_may_not_create_uses_the_queue_through_transactions(pg_url):
                 pytest.skip(f"this server does not let a new role log in without a password ({exc})")
             with PgJobQueue(url, schema=schema, create=False) as q:
                 assert not q._d.one_call
+                said = [r.getMessage() for r in caplog.records if r.name == "labqueue.postgres"]
+                assert len(said) == 1 and "five round trips instead of one" in said[0], said
+                assert role in said[0] or schema in said[0]
                 q.enqueue_many("t", [{}, {}])
                 jobs = q.claim_batch("w", 1)
                 outcomes, jobs = q.settle([Finished(jobs[0])], claim_for="w")

@@ -18,6 +18,7 @@ timeout and LISTEN, which transaction pooling would hand to other clients.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,6 +53,8 @@ from . import sql
 from .schema import SCHEMA_NAME, has_settle, open_schema
 
 LOOK_KEY = 3  # where a BATCH_LOOK row holds its concurrency key (and its limit, next)
+log = logging.getLogger("labqueue.postgres")
+_WITHOUT_SETTLE: set[str] = set()  # the queues this process has said so for, once each
 
 # Set on every connection unless its URL says otherwise: give up connecting after 10 s,
 # and let the kernel notice a dead peer within about a minute (a partition must not hang
@@ -110,6 +113,14 @@ class PgDriver:
         try:
             open_schema(self.db, self.schema, self.url, create=create)
             self.one_call = has_settle(self.db, self.schema)
+            if not self.one_call and self.where not in _WITHOUT_SETTLE:
+                _WITHOUT_SETTLE.add(self.where)
+                log.warning(
+                    "%s has no %s function (this role may not create in the schema; its owner's next "
+                    "open installs it): each batch takes five round trips instead of one",
+                    self.where,
+                    sql.SETTLE_FUNCTION,
+                )
             self._session()
         except psycopg.Error as exc:
             self.db.close()
