@@ -226,18 +226,28 @@ def _without_function(
     )
 
 
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
 def _targets(results: dict[str, Any]) -> str:
-    """The run's targets, each met or missed by how much (a run from before they were
-    written down has none, or only its pgqueuer bar)."""
+    """The run's targets, each met or missed by how much, and each distinct reason for a
+    miss once, lettered (a run from before they were written down has none)."""
     found = [t for t in results.get("targets", []) if "missed_by" in t]
     if not found:
         return ""
-    said = [
-        f"{t['target']} {t['goal']}: {t['value']:.2f}x, "
-        + ("met" if t["met"] else f"missed by {t['missed_by']:.2f} ({t['why']})")
-        for t in found
-    ]
-    return " Targets: " + "; ".join(said) + "."
+    reasons: list[str] = []
+    said = []
+    for t in found:
+        if t["met"]:
+            said.append(f"{t['target']} {t['goal']}: {t['value']:.2f}x, met")
+            continue
+        if t["why"] not in reasons:
+            reasons.append(t["why"])
+        letter = LETTERS[reasons.index(t["why"])]
+        value = f"{t['value']:.2f}x, missed by {t['missed_by']:.2f}"
+        said.append(f"{t['target']} {t['goal']}: {value} ({letter})")
+    why = " ".join(f"({LETTERS[n]}) {reason}." for n, reason in enumerate(reasons))
+    return " Targets: " + "; ".join(said) + "." + (f" {why}" if why else "")
 
 
 def render_bench_pg_peers_delay(results: dict[str, Any]) -> str:
