@@ -145,12 +145,12 @@ def test_the_transaction_drain_runs_the_worker_without_the_settle_function(pg_ur
     from labqueue.postgres import PgJobQueue
     from labqueue.postgres.server import fresh_database
 
-    monkeypatch.setattr(driver, "has_settle", driver.has_settle)  # put back after the test
+    monkeypatch.setattr(driver.PgDriver, "settle_in_one_call", driver.PgDriver.settle_in_one_call)  # put back
     with fresh_database(pg_url, prefix="bench") as url:
         pg_peers.load("labqueue_tx", url, 25)
         assert sorted(pg_peers.drain_labqueue_tx(url, "w")) == list(range(25))
         with PgJobQueue(url) as q:
-            assert not q._d.one_call  # the switch the drain threw: no one-call settle here
+            assert q._d.settle_in_one_call([], None, None) is None  # the drain's switch: no one call here
             assert q.counts()["done"] == 25
 
 

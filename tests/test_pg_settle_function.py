@@ -165,3 +165,33 @@ def test_a_role_that_may_not_create_uses_the_queue_through_transactions(pg_url, 
         finally:
             drop_schema(pg_url, schema)
             admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_current_queue_opens_without_the_schemas_lock_and_an_older_one_waits_for_it(pg_url):
+    """Workers that start together open a queue that needs nothing at once; a queue that
+    needs its function installed is changed by one process at a time, under the lock."""
+    import threading
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        PgJobQueue(pg_url, schema=schema).close()
+        with psycopg.connect(pg_url, autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(hashtext(%s))", (schema,))  # as a migrating process
+            with PgJobQueue(pg_url, schema=schema) as q:  # current: opened while the lock is held
+                assert q._d.one_call
+                q.db.execute(f"DROP FUNCTION {pg.SETTLE_FUNCTION}({pg.SETTLE_ARGUMENTS})")
+            opened: list[bool] = []
+
+            def open_it() -> None:
+                with PgJobQueue(pg_url, schema=schema) as other:
+                    opened.append(other._d.one_call)
+
+            opener = threading.Thread(target=open_it)
+            opener.start()
+            opener.join(timeout=0.5)
+            assert opener.is_alive() and not opened  # it waits for the lock before installing
+            holder.execute("SELECT pg_advisory_unlock(hashtext(%s))", (schema,))
+            opener.join(timeout=30)
+            assert opened == [True]
+    finally:
+        drop_schema(pg_url, schema)

@@ -237,7 +237,7 @@ def drain_labqueue_tx(url: str, name: str) -> list[int]:
     labqueue drains side by side measure what the function saves."""
     from ..drivers.postgres import driver
 
-    driver.has_settle = lambda db, schema: False  # this worker process only
+    driver.PgDriver.settle_in_one_call = lambda self, done, now, claim: None  # this process only
     return drain_with_worker(url, name, BATCH)
 
 
@@ -345,6 +345,9 @@ LEFT = {
 WATCH_EVERY_SECONDS = 0.02
 
 
+WATCHER = "labqueue bench watch"  # the watch's session's name, so pg-waits can leave it out
+
+
 def watch_store(key: str, url: str, finished_at: list[float], stop: threading.Event) -> None:
     """Read the store every WATCH_EVERY_SECONDS until it holds every job as finished, and
     note when. A drain is timed to that moment, not to the workers' exit: a worker's
@@ -352,7 +355,7 @@ def watch_store(key: str, url: str, finished_at: list[float], stop: threading.Ev
     dequeue timeout) is not throughput, and a job is not done until the store says so."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True) as db:
+    with psycopg.connect(url, autocommit=True, application_name=WATCHER) as db:
         while not stop.is_set():
             if db.execute(LEFT[key]).fetchone()[0] == 0:
                 finished_at.append(time.time())

@@ -32,12 +32,13 @@ from ..settings import whole_number
 from . import pg_peers
 
 SAMPLE_EVERY_SECONDS = 0.001
-# The drain's sessions: the database the race made (pg_peers names it bench_...), this
-# sampler's own session left out.
+# The workers' sessions: in the database the race made (pg_peers names it bench_...), the
+# race's watch and this sampler left out.
 ACTIVITY = """
 SELECT state, COALESCE(wait_event_type || ':' || wait_event, '-')
   FROM pg_stat_activity
  WHERE datname LIKE 'bench%%' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+   AND application_name <> %(watcher)s
 """
 WAL_NOW = "SELECT pg_current_wal_lsn()"
 WAL_SINCE = "SELECT pg_current_wal_lsn() - %s::pg_lsn"
@@ -50,7 +51,7 @@ def sample_waits(url: str, stop: threading.Event, counts: collections.Counter, t
 
     with psycopg.connect(url, autocommit=True) as db:
         while not stop.is_set():
-            for state, event in db.execute(ACTIVITY).fetchall():
+            for state, event in db.execute(ACTIVITY, {"watcher": pg_peers.WATCHER}).fetchall():
                 counts[(state or "-", event)] += 1
             taken[0] += 1
             time.sleep(SAMPLE_EVERY_SECONDS)

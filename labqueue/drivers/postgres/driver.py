@@ -50,7 +50,7 @@ from ...core import (
 from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
 from ...redaction import redact
 from . import sql
-from .schema import SCHEMA_NAME, has_settle, open_schema
+from .schema import SCHEMA_NAME, open_schema
 
 LOOK_KEY = 3  # where a BATCH_LOOK row holds its concurrency key (and its limit, next)
 log = logging.getLogger("labqueue.postgres")
@@ -111,8 +111,7 @@ class PgDriver:
         self._listening = False
         self.db = self._connect(CannotOpen)
         try:
-            open_schema(self.db, self.schema, self.url, create=create)
-            self.one_call = has_settle(self.db, self.schema)
+            self.one_call = open_schema(self.db, self.schema, self.url, create=create)
             if not self.one_call and self.where not in _WITHOUT_SETTLE:
                 _WITHOUT_SETTLE.add(self.where)
                 log.warning(

@@ -7,6 +7,7 @@ SETTLE). The connection is the driver's.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -20,15 +21,23 @@ DEFAULT_SCHEMA = "labqueue"
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) -> None:
+def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) -> bool:
     """Create the schema, table and indexes if missing (one process at a time; with
     create=False refuse instead), and refuse a `jobs` table that is not labqueue's:
     its columns' names, types and NOT NULLs, its primary key and its unique key are
-    read before anything is written, so a foreign table is left untouched."""
+    read before anything is written, so a foreign table is left untouched.
+
+    A queue that needs nothing is only read: no lock, so workers that start together
+    open it together (with the schema's lock, four took turns at 8 ms each). Anything
+    to create or migrate is decided again under the lock, which one process at a time
+    holds. Returns whether the schema has the settle function (install_settle)."""
     name = pg_sql.Identifier(schema)
     with db.transaction():
-        db.execute(sql.LOCK_SCHEMA, {"schema": schema})
-        columns = {row[0]: row[1:] for row in db.execute(sql.TABLE_COLUMNS, {"schema": schema})}
+        found = _Found.read(db, schema)
+        if not found.current():
+            db.execute(sql.LOCK_SCHEMA, {"schema": schema})
+            found = _Found.read(db, schema)
+        columns = found.columns
         if columns:
             _check_table(db, schema, url, columns)
         elif not create:
@@ -36,6 +45,8 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
                 f"there is no queue in schema {schema!r} at {redact(url)}: create=False "
                 "opens an existing queue only, so nothing was created"
             )
+        if found.current():
+            return True
         if db.execute(sql.SCHEMA_EXISTS, {"schema": schema}).fetchone() is None:
             db.execute(pg_sql.SQL(sql.CREATE_SCHEMA).format(schema=name))  # needs CREATE
         db.execute(pg_sql.SQL("SET LOCAL search_path = {schema}").format(schema=name))
@@ -45,27 +56,58 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
             db.execute(sql.MIGRATE_V2)
         if columns and "concurrency_key" not in columns:  # before version 5: the key columns added
             db.execute(sql.MIGRATE_V5)
-        if columns and db.execute(sql.DEDUPE_INDEX_EXISTS, {"schema": schema}).fetchone() is None:
+        if columns and not found.dedupe_index:
             db.execute(sql.MIGRATE_DEDUPE)  # the dedupe keys' partial unique index, for the constraint
-        table = f"{name.as_string(db)}.queue_pauses"
-        exists = db.execute(sql.PAUSES_EXIST, {"table": table}).fetchone()
-        assert exists is not None  # to_regclass() answers one row
-        if not exists[0]:
+        if not found.pauses:
             db.execute(sql.PAUSES)  # schema version 3
-        install_settle(db, schema)
+        return found.settle or install_settle(db, schema)
 
 
-def install_settle(db: psycopg.Connection, schema: str) -> None:
+@dataclass(frozen=True)
+class _Found:
+    """What a schema holds of the queue: the jobs table's columns (none: no table), and
+    whether each later addition is there."""
+
+    columns: dict[str, tuple]
+    dedupe_index: bool
+    pauses: bool
+    settle: bool
+
+    @classmethod
+    def read(cls, db: psycopg.Connection, schema: str) -> _Found:
+        prefix = f"{pg_sql.Identifier(schema).as_string(db)}."
+        columns = {row[0]: row[1:] for row in db.execute(sql.TABLE_COLUMNS, {"table": prefix + "jobs"})}
+
+        def exists(name: str) -> bool:
+            return bool(_one(db.execute(sql.RELATION_EXISTS, {"name": prefix + name}))[0])
+
+        return cls(columns, exists("jobs_dedupe_key"), exists("queue_pauses"), has_settle(db, schema))
+
+    def current(self) -> bool:
+        """Nothing to create or migrate: every column, index, table and function is there."""
+        every_column = set(sql.COLUMN_TYPES) <= set(self.columns)
+        return every_column and self.dedupe_index and self.pauses and self.settle
+
+
+def _one(cursor: psycopg.Cursor) -> tuple:
+    row = cursor.fetchone()
+    assert row is not None  # to_regclass() answers one row
+    return row
+
+
+def install_settle(db: psycopg.Connection, schema: str) -> bool:
     """The one-round-trip settle function (sql.SETTLE), unless the schema has it. A role
     that may use the queue but not create in its schema opens it without: the worker then
-    reports and claims in a transaction of several statements, as before the function."""
+    reports and claims in a transaction of several statements, as before the function.
+    Returns whether the schema has it now."""
     if has_settle(db, schema):
-        return
+        return True
     try:
         with db.transaction():  # a savepoint: a refusal leaves the open's transaction usable
             db.execute(sql.SETTLE)
     except pg_errors.InsufficientPrivilege:
-        pass
+        return False
+    return True
 
 
 def has_settle(db: psycopg.Connection, schema: str) -> bool:

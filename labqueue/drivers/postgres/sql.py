@@ -113,10 +113,6 @@ MIGRATE_DEDUPE = (
 ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key;
 """
 )
-DEDUPE_INDEX_EXISTS = """
-SELECT 1 FROM pg_indexes
- WHERE schemaname = %(schema)s AND tablename = 'jobs' AND indexname = 'jobs_dedupe_key'
-"""
 
 SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
 
@@ -144,9 +140,9 @@ LOCK_SCHEMA = "SELECT pg_advisory_xact_lock(hashtext(%(schema)s))"
 
 # The queue's own table, looked up in its schema (the search_path is not consulted).
 TABLE_COLUMNS = """
-SELECT column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL OR is_identity = 'YES'
-  FROM information_schema.columns
- WHERE table_schema = %(schema)s AND table_name = 'jobs'
+SELECT a.attname, format_type(a.atttypid, NULL), NOT a.attnotnull, a.atthasdef OR a.attidentity <> ''
+  FROM pg_attribute a
+ WHERE a.attrelid = to_regclass(%(table)s) AND a.attnum > 0 AND NOT a.attisdropped
 """
 
 # The jobs table's unique indexes (and primary key), each as its list of columns.
@@ -537,7 +533,7 @@ VACUUM = "VACUUM jobs"
 
 
 # -- pausing named queues (drivers/sqlite/sql.py's PAUSE, RESUME, PAUSED) ----------------
-PAUSES_EXIST = "SELECT to_regclass(%(table)s) IS NOT NULL"
+RELATION_EXISTS = "SELECT to_regclass(%(name)s) IS NOT NULL"  # a table or an index, schema-qualified
 PAUSE = f"""
 INSERT INTO queue_pauses (queue, paused_at, reason) VALUES (%(queue)s, {NOW}, %(reason)s)
 ON CONFLICT (queue) DO NOTHING
