@@ -66,10 +66,9 @@ BATCH = 10
 START_TIMEOUT_SECONDS = 120.0
 RUN_TIMEOUT_SECONDS = 600.0
 # The bars (labqueue's drain against each, paired within each round) and why a missed one
-# is missed, from the measurements in CHANGELOG.md (one worker: the server spends 0.30 ms
-# of a 0.68 ms batch in the settle function, pg_stat_user_functions; four workers: the
-# waits sampled from pg_stat_activity are WAL flushes, LWLock:WALWrite and IO:WalSync,
-# for labqueue and the bare loop alike).
+# is missed: `python -m labqueue.bench pg-waits` shows labqueue and the bare loop waiting
+# on the same log flushes (LWLock:WALWrite, IO:WalSync) with four workers, labqueue
+# writing nearly twice the log per job; a pgqueuer bar's reason is read from the run.
 BARE_GOAL_ONE, BARE_GOAL_MANY, PGQUEUER_GOAL = 0.8, 0.6, 3.0
 WHY = {
     "bare": "labqueue writes each job twice (its lease, then its fenced completion, each a new row "

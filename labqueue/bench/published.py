@@ -162,17 +162,26 @@ def render_bench_pg(results: dict[str, Any]) -> str:
     )
 
 
+class _PeerFigures:
+    """A pg-peers run's rows by (contender, workers), and each contender's figures over the
+    run's worker counts, "a / b"."""
+
+    def __init__(self, results: dict[str, Any]) -> None:
+        self.row = {(r["contender"], r["procs"]): r for r in results["summary"]}
+        self.procs = sorted({p for (key, p) in self.row if key == "labqueue"})
+
+    def speeds(self, key: str) -> str:
+        return " / ".join(_n(self.row[key, p]["median_jobs_per_s"]) for p in self.procs)
+
+    def ratios(self, key: str) -> str:
+        return " / ".join(_x(self.row[key, p]["labqueue_ratio"]) for p in self.procs)
+
+
 def render_bench_pg_peers(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    row = {(r["contender"], r["procs"]): r for r in results["summary"]}
-    procs = sorted({p for (key, p) in row if key == "labqueue"})
+    figures = _PeerFigures(results)
+    row, procs, speeds, ratios = figures.row, figures.procs, figures.speeds, figures.ratios
     sizes = meta["sizes"]
-
-    def speeds(key: str) -> str:
-        return " / ".join(_n(row[key, p]["median_jobs_per_s"]) for p in procs)
-
-    def ratios(key: str) -> str:
-        return " / ".join(_x(row[key, p]["labqueue_ratio"]) for p in procs)
 
     def spread(key: str) -> str:
         ranges = [sorted(row[key, p].get("labqueue_ratio_rounds") or [0.0]) for p in procs]
@@ -252,15 +261,9 @@ def _targets(results: dict[str, Any]) -> str:
 
 def render_bench_pg_peers_delay(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    row = {(r["contender"], r["procs"]): r for r in results["summary"]}
-    procs = sorted({p for (key, p) in row if key == "labqueue"})
+    figures = _PeerFigures(results)
+    row, procs, speeds, ratios = figures.row, figures.procs, figures.speeds, figures.ratios
     trips = meta["round_trip_ms"]
-
-    def speeds(key: str) -> str:
-        return " / ".join(_n(row[key, p]["median_jobs_per_s"]) for p in procs)
-
-    def ratios(key: str) -> str:
-        return " / ".join(_x(row[key, p]["labqueue_ratio"]) for p in procs)
 
     return (
         f"The same race with the workers reaching the server through a proxy that holds each byte "
