@@ -99,6 +99,19 @@ def test_the_overview_shows_what_stats_says_per_queue_with_the_chart(make_queue,
     assert '<svg class="chart"' in page and "1 done, 1 dead (in the last step)" in page
 
 
+def test_the_overview_names_the_full_keys_that_hold_ready_jobs_back(make_queue):
+    q = make_queue()
+    q.enqueue_many("sync", [{"n": n} for n in range(3)], concurrency_key="customer:<1>", concurrency_limit=1)
+    q.enqueue("sync", {}, concurrency_key="customer:2", concurrency_limit=2)
+    assert "Waiting on a full concurrency key" not in get(board(make_queue), "/")[1]  # no key full yet
+    q.claim_batch("w", 10)  # customer:<1> at its limit, with two jobs behind it; customer:2 has room
+    page = get(board(make_queue), "/")[1]
+    assert q.waiting_on_keys() == {"customer:<1>": 2}
+    assert 'data-waiting-on-keys="2"' in page
+    assert '<tr data-key="customer:&lt;1&gt;"><th scope="row">customer:&lt;1&gt;</th><td>2</td></tr>' in page
+    assert 'data-key="customer:2"' not in page
+
+
 def test_the_overview_numbers_match_the_labqueue_stats_command(tmp_path):
     from labqueue import JobQueue
 

@@ -61,6 +61,7 @@ class Overview:
     queues: dict[str, dict[str, Any]]  # per named queue: every column of the overview's table
     paused: dict[str, dict[str, Any]]
     throughput: dict[str, list[int]]  # per final state, summed over the queues, oldest step first
+    waiting_on_keys: dict[str, int]  # ready jobs held back by a full concurrency key, per key, most first
 
 
 @dataclass
@@ -87,6 +88,7 @@ def overview(q: Any) -> Overview:
         totals = q.queue_totals()
         paused = q.paused()
         finished = q.throughput(CHART_SECONDS, CHART_STEP)
+        waiting = q.waiting_on_keys()
     names = sorted({*per_queue, *totals, *paused, *finished})
     queues = {}
     for name in names:
@@ -100,7 +102,7 @@ def overview(q: Any) -> Overview:
             "oldest_ready_age_s": live.get("oldest_ready_age_s", 0.0),
             "finished_last_minute": sum(counts[-1] for counts in finished.get(name, {}).values()),
         }
-    return Overview(now, stats, queues, paused, summed(finished, CHART_STEPS))
+    return Overview(now, stats, queues, paused, summed(finished, CHART_STEPS), waiting)
 
 
 def listing(q: Any, filters: Filters) -> Listing:

@@ -188,10 +188,33 @@ def overview(page: Page, seen: Overview) -> str:
     live = (
         f'<section id="live" data-refresh="{REFRESH_SECONDS}">'
         f'<p class="stamp">Read at {text(utc(seen.now))} UTC. <a href="./">Refresh</a></p>'
-        f'<dl class="totals">{totals}</dl>{table}'
+        f'<dl class="totals">{totals}</dl>{table}{key_waits(seen.waiting_on_keys)}'
         f"<h2>Throughput, last hour</h2>{chart}</section>"
     )
     return page.render("Overview", live + pause_forms(page, seen), current="./")
+
+
+SHOWN_KEYS = 10  # the keys with most jobs waiting that the overview lists
+
+
+def key_waits(waiting: dict[str, int]) -> str:
+    """Ready jobs a full concurrency key holds back (as `labqueue stats` says them): how
+    many, and the keys with most of them; nothing while no key is full."""
+    if not waiting:
+        return ""
+    rows = "".join(
+        f'<tr data-key="{text(key)}"><th scope="row">{text(cut(key, 60))}</th><td>{n}</td></tr>'
+        for key, n in list(waiting.items())[:SHOWN_KEYS]
+    )
+    more = len(waiting) - SHOWN_KEYS
+    rest = f'<tr><td colspan="2">and {more} more keys</td></tr>' if more > 0 else ""
+    total = sum(waiting.values())
+    return (
+        f'<h2>Waiting on a full concurrency key</h2><p data-waiting-on-keys="{total}">{total} ready '
+        f"job(s) held back: each key already runs as many jobs as its limit.</p>"
+        '<table class="keys"><thead><tr><th scope="col">concurrency key</th>'
+        f'<th scope="col">jobs waiting</th></tr></thead><tbody>{rows}{rest}</tbody></table>'
+    )
 
 
 def pause_forms(page: Page, seen: Overview) -> str:
