@@ -50,7 +50,7 @@ from ...core import (
 from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
 from ...redaction import redact
 from . import sql
-from .schema import SCHEMA_NAME, open_schema
+from .schema import SCHEMA_NAME, one_row, open_schema
 
 LOOK_KEY = 3  # where a BATCH_LOOK row holds its concurrency key (and its limit, next)
 log = logging.getLogger("labqueue.postgres")
@@ -206,7 +206,7 @@ class PgDriver:
     def server_time(self) -> float:
         if self.clock is not None:
             return self.clock()
-        return _one(self.db.execute(sql.SERVER_NOW))[0]
+        return one_row(self.db.execute(sql.SERVER_NOW))[0]
 
     # -- producing and waking ----------------------------------------------------
     # A hint, never the only way work is found: producers NOTIFY the queue's channel (its
@@ -267,10 +267,10 @@ class PgDriver:
         # prepare=False: its generic plan would scan the table, fine while many rows are
         # ready and slow when few are among many finished ones (see _session()).
         params = {**scope.params(), "now": now}
-        return bool(_one(self.db.execute(sql.READY_PROBE_IN[scope.name], params, prepare=False))[0])
+        return bool(one_row(self.db.execute(sql.READY_PROBE_IN[scope.name], params, prepare=False))[0])
 
     def next_due(self, scope: Scope) -> float | None:
-        return _one(self.db.execute(sql.NEXT_DUE_IN[scope.name], scope.params()))[0]
+        return one_row(self.db.execute(sql.NEXT_DUE_IN[scope.name], scope.params()))[0]
 
     def claim(self, claim: Claim, *, batch: bool) -> list[tuple]:
         """claim(): one statement with FOR UPDATE SKIP LOCKED. A batch (group commit): lock
@@ -308,8 +308,6 @@ class PgDriver:
         else:
             params |= {**claim.params(), "scope": claim.scope.name}
         rows = self.db.execute(sql.SETTLE_CALL, params).fetchall()
-        if not rows:
-            return [], []
         return [row[0] for row in rows if row[1] is None], [row for row in rows if row[1] is not None]
 
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
@@ -402,7 +400,7 @@ class PgDriver:
         return [row[0] for row in rows]
 
     def purge_bounds(self) -> tuple[int | None, int | None]:
-        first, last = _one(self.db.execute(sql.ID_RANGE))
+        first, last = one_row(self.db.execute(sql.ID_RANGE))
         return first, last
 
     def created_after(self, after: int) -> tuple[int, float] | None:
@@ -411,13 +409,13 @@ class PgDriver:
     def purge_window(self, window: PurgeWindow, archive: bool) -> tuple[int, int]:
         params = window.params()
         if archive:
-            removed, archived = _one(self.db.execute(sql.PURGE_MOVE, params))
+            removed, archived = one_row(self.db.execute(sql.PURGE_MOVE, params))
             return removed, archived
         return self.db.execute(sql.PURGE, params).rowcount, 0
 
     def space(self) -> dict[str, int]:
         """The jobs table's size on disk in bytes, its indexes included."""
-        return {"table_bytes": _one(self.db.execute(sql.TABLE_BYTES))[0]}
+        return {"table_bytes": one_row(self.db.execute(sql.TABLE_BYTES))[0]}
 
     def reclaim_space(self, pages: int | None) -> int:
         """VACUUM the jobs table: dead rows' space becomes reusable (autovacuum does this on
@@ -433,8 +431,8 @@ class PgDriver:
 
     def stats(self, now: float | None) -> tuple[int, int, int, float | None, int]:
         live: dict[str, int] = dict(self.db.execute(sql.STATS_LIVE).fetchall())
-        ready, age = _one(self.db.execute(sql.STATS_READY, {"now": now}))
-        (dead,) = _one(self.db.execute(sql.STATS_DEAD))
+        ready, age = one_row(self.db.execute(sql.STATS_READY, {"now": now}))
+        (dead,) = one_row(self.db.execute(sql.STATS_DEAD))
         return live.get("queued", 0), live.get("running", 0), ready, age, dead
 
     def queue_stats(self, now: float | None) -> list[tuple]:
@@ -489,10 +487,3 @@ class PgDriver:
 
     def close(self) -> None:
         self.db.close()
-
-
-def _one(cursor: psycopg.Cursor[Any]) -> tuple[Any, ...]:
-    """The row of a statement that always answers one (an aggregate, a clock, EXISTS)."""
-    row = cursor.fetchone()
-    assert row is not None, "the statement answered no row"
-    return row

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -60,7 +61,7 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
             db.execute(sql.MIGRATE_DEDUPE)  # the dedupe keys' partial unique index, for the constraint
         if not found.pauses:
             db.execute(sql.PAUSES)  # schema version 3
-        return found.settle or install_settle(db, schema)
+        return found.settle or install_settle(db)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class _Found:
         columns = {row[0]: row[1:] for row in db.execute(sql.TABLE_COLUMNS, {"table": prefix + "jobs"})}
 
         def exists(name: str) -> bool:
-            return bool(_one(db.execute(sql.RELATION_EXISTS, {"name": prefix + name}))[0])
+            return bool(one_row(db.execute(sql.RELATION_EXISTS, {"name": prefix + name}))[0])
 
         return cls(columns, exists("jobs_dedupe_key"), exists("queue_pauses"), has_settle(db, schema))
 
@@ -89,19 +90,19 @@ class _Found:
         return every_column and self.dedupe_index and self.pauses and self.settle
 
 
-def _one(cursor: psycopg.Cursor) -> tuple:
+def one_row(cursor: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a statement that always answers one (an aggregate, a clock, EXISTS)."""
     row = cursor.fetchone()
-    assert row is not None  # to_regclass() answers one row
+    assert row is not None, "the statement answered no row"
     return row
 
 
-def install_settle(db: psycopg.Connection, schema: str) -> bool:
-    """The one-round-trip settle function (sql.SETTLE), unless the schema has it. A role
-    that may use the queue but not create in its schema opens it without: the worker then
-    reports and claims in a transaction of several statements, as before the function.
-    Returns whether the schema has it now."""
-    if has_settle(db, schema):
-        return True
+def install_settle(db: psycopg.Connection) -> bool:
+    """Install the one-round-trip settle function (sql.SETTLE) in the schema the
+    search_path names, which open_schema found without it. A role that may use the queue
+    but not create in its schema opens it without: the worker then reports and claims in
+    a transaction of several statements, as before the function. Returns whether the
+    schema has it now."""
     try:
         with db.transaction():  # a savepoint: a refusal leaves the open's transaction usable
             db.execute(sql.SETTLE)
@@ -112,8 +113,7 @@ def install_settle(db: psycopg.Connection, schema: str) -> bool:
 
 def has_settle(db: psycopg.Connection, schema: str) -> bool:
     signature = f"{pg_sql.Identifier(schema).as_string(db)}.{sql.SETTLE_FUNCTION}({sql.SETTLE_ARGUMENTS})"
-    found = db.execute(sql.SETTLE_EXISTS, {"signature": signature}).fetchone()
-    return bool(found and found[0])
+    return bool(one_row(db.execute(sql.SETTLE_EXISTS, {"signature": signature}))[0])
 
 
 def _check_table(db: psycopg.Connection, schema: str, url: str, columns: dict[str, tuple]) -> None:
