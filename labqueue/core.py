@@ -169,6 +169,9 @@ def kind_key(kind: str) -> str:
 
 # A claimed row as every driver returns it.
 ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at, key, limit)
+# What a key holds now: its running jobs with a live lease, and the strictest limit among
+# them (None when it runs none). Driver.held answers it per key; within_limits reads it.
+Held = tuple[int, "int | None"]
 CLAIMED_KEY = 7  # where a claimed row holds its concurrency key (and its limit, next)
 
 # What the queue hands a driver, checked and decided: each a small frozen record whose
@@ -329,9 +332,10 @@ class Driver(Protocol):
     # ((id, token) pairs) and a batch claim in one statement of its own, returning (ids
     # completed, claimed rows), or None when it cannot (PostgreSQL's sql.SETTLE).
     # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
-    # write lock already does), then their running jobs with a live lease, {key: n}
+    # write lock already does), then their running jobs with a live lease and the strictest
+    # limit among them, {key: (n, limit)}, leaving out the rows leased under `token`
     def lock_keys(self, keys: list[str]) -> None: ...  # (tx)
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]: ...  # (tx)
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]: ...
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]: ...
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
@@ -689,17 +693,14 @@ class Queue:
     def _fit_limits(self, rows: list[ClaimedRow], claim: Claim) -> list[ClaimedRow]:
         """claim()'s one statement leases before anything can count: two jobs of one key
         in a claim, or (on PostgreSQL) two workers' claims at the same moment, can take a
-        key past its limit. Counted again with the keys locked, the later ones go back,
-        queued and ready at once, their attempt returned (as release() does)."""
+        key past its limit. Counted again with the keys locked (this claim's own rows left
+        out), the later ones go back, queued and ready at once, their attempt returned (as
+        release() does)."""
         keys = keys_of(rows, CLAIMED_KEY)
         if not keys:
             return rows
         self._d.lock_keys(keys)
-        held = self._d.held(keys, claim.now)  # this claim's own jobs among them
-        for row in rows:
-            if row[CLAIMED_KEY] is not None:
-                held[row[CLAIMED_KEY]] -= 1
-        fit, over = within_limits(rows, CLAIMED_KEY, held)
+        fit, over = within_limits(rows, CLAIMED_KEY, self._d.held(keys, claim.now, claim.token))
         for row in over:
             self._d.release(Job(row[0], row[1], None, row[3], row[4], row[5], row[6]), claim.now)
         return fit
@@ -1432,20 +1433,28 @@ def keys_of(rows: Sequence[tuple], at: int) -> list[str]:
     return sorted({row[at] for row in rows if row[at] is not None})
 
 
-def within_limits(rows: Sequence[tuple], at: int, held: dict[str, int]) -> tuple[list, list]:
+def within_limits(rows: Sequence[tuple], at: int, held: dict[str, Held]) -> tuple[list, list]:
     """The concurrency rule: split `rows` (in claim order; a row's key at index `at`, its
-    limit at `at + 1`) into those that may run and those that must wait, given `held`, the
-    running jobs with a live lease of each key besides these rows. A job may start while
-    its key has fewer running jobs than its limit; a job without a key always may.
-    Both drivers' batch claims apply it before they lease; claim() after (_fit_limits)."""
-    running = dict(held)
+    limit at `at + 1`) into those that may run and those that must wait, given `held`: per
+    key, the running jobs with a live lease besides these rows and the strictest limit among
+    them. A job may start while its key runs fewer jobs than its own limit and than the
+    limit of every job of the key running now, so each job's limit holds for as long as it
+    runs: a key never runs more jobs than the strictest limit among its running jobs. A job
+    without a key always may. Both drivers' batch claims apply it before they lease;
+    claim() after (_fit_limits)."""
+    running = {key: n for key, (n, _) in held.items()}
+    strictest = {key: most for key, (_, most) in held.items()}
     fit, over = [], []
     for row in rows:
         key = row[at]
         if key is None:
             fit.append(row)
-        elif running.get(key, 0) < row[at + 1]:
+            continue
+        most = strictest.get(key)
+        bound = row[at + 1] if most is None else min(most, row[at + 1])
+        if running.get(key, 0) < bound:
             running[key] = running.get(key, 0) + 1
+            strictest[key] = bound
             fit.append(row)
         else:
             over.append(row)

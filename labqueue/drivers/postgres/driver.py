@@ -35,6 +35,7 @@ from ...core import (
     Clock,
     Effect,
     Failure,
+    Held,
     Job,
     JobFilter,
     JobRecord,
@@ -316,9 +317,9 @@ class PgDriver:
     def lock_keys(self, keys: list[str]) -> None:
         self.db.execute(sql.LOCK_KEYS, {"keys": keys}).fetchall()
 
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
-        found = self.db.execute(sql.HELD, {"keys": keys, "now": now}).fetchall()
-        return {key: 0 for key in keys} | dict(found)
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]:
+        found = self.db.execute(sql.HELD, {"keys": keys, "now": now, "token": token}).fetchall()
+        return {key: (0, None) for key in keys} | {key: (n, strictest) for key, n, strictest in found}
 
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self.db.execute(

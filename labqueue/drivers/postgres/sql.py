@@ -242,14 +242,21 @@ SCOPES = {
 }
 
 # A job whose concurrency key has room (drivers/sqlite/sql.py's KEY_FREE): no key, or
-# fewer running jobs with a live lease than its limit, counted through jobs_key_held.
-# Concurrent claims count only what is committed, so two may both pass: the queue counts
-# again with the keys locked and gives back what is over (core.within_limits).
+# fewer running jobs with a live lease than its own limit and than the strictest limit
+# among them, counted through jobs_key_held. Concurrent claims count only what is
+# committed, so two may both pass: the queue counts again with the keys locked and gives
+# back what is over (core.within_limits).
 KEY_FREE = f"""(concurrency_key IS NULL
-                   OR concurrency_limit > (SELECT COUNT(*) FROM jobs AS held
-                     WHERE held.concurrency_key = jobs.concurrency_key
-                       AND held.state = 'running'
-                       AND held.visible_at > {NOW}))"""
+                   OR (SELECT COUNT(*) < LEAST(jobs.concurrency_limit,
+                                               COALESCE(MIN(held.concurrency_limit), jobs.concurrency_limit))
+                         FROM jobs AS held
+                        WHERE held.concurrency_key = jobs.concurrency_key
+                          AND held.state = 'running'
+                          AND held.visible_at > {NOW}))"""
+
+# For a keyed job the deadline is part of the fence (drivers/sqlite/sql.py's LEASE_LIVE):
+# once it has passed, its holder can no longer renew, complete or fail it.
+LEASE_LIVE = f"(concurrency_key IS NULL OR visible_at > {NOW})"
 
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
 # `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
@@ -355,10 +362,12 @@ SELECT pg_advisory_xact_lock(hashtextextended('labqueue concurrency key ' || cur
   FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS ordered
 """
 
-# The running jobs with a live lease of each key (drivers/sqlite/sql.py's HELD).
+# The running jobs with a live lease of each key and the strictest limit among them,
+# leaving out rows leased under %(token)s (drivers/sqlite/sql.py's HELD).
 HELD = f"""
-SELECT concurrency_key, COUNT(*) FROM jobs
+SELECT concurrency_key, COUNT(*) AS held, MIN(concurrency_limit) AS strictest FROM jobs
  WHERE concurrency_key = ANY(%(keys)s::text[]) AND state = 'running' AND visible_at > {NOW}
+   AND lease_token IS DISTINCT FROM %(token)s
  GROUP BY concurrency_key
 """
 
@@ -381,7 +390,7 @@ NEXT_DUE_IN = {
 COMPLETE = f"""
 UPDATE jobs
    SET state = 'done', finished_at = {NOW}, lease_token = NULL
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
@@ -398,6 +407,7 @@ COMPLETE_MANY = f"""
 UPDATE jobs
    SET state = 'done', finished_at = {NOW}, lease_token = NULL
  WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND state NOT IN ({_NOT_RUNNING})
+   AND {LEASE_LIVE}
 RETURNING id
 """
 
@@ -409,7 +419,7 @@ UPDATE jobs
        finished_at = CASE WHEN %(final)s OR attempts >= max_attempts THEN {NOW} END,
        lease_token = NULL,
        last_error  = %(error)s
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 RETURNING state
 """
 
@@ -424,7 +434,7 @@ UPDATE jobs
 
 HEARTBEAT = f"""
 UPDATE jobs SET visible_at = {NOW} + %(lease_seconds)s
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
 # The batch heartbeat: the same update, reading the new deadline back.
@@ -607,7 +617,7 @@ READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # answer). Failures and effects still take the transaction path: a failure's backoff and
 # an effect are the worker's Python. The name carries the function's version: a change to
 # its body is a new name, installed when a queue of the old one is opened.
-SETTLE_FUNCTION = "labqueue_settle_1"
+SETTLE_FUNCTION = "labqueue_settle_2"
 SETTLE_ARGUMENTS = (
     "bigint[], text[], double precision, text, text, text[], text[], integer,"
     " double precision, text, text, text"
@@ -679,6 +689,7 @@ DECLARE
     v_keyset text[];
     v_held jsonb;
     v_running integer;
+    v_bound integer;
     v_take_ids bigint[] := ARRAY[]::bigint[];
     v_token text;
     v_done bigint[];
@@ -717,19 +728,23 @@ BEGIN
     END IF;
 
     -- core.within_limits: with the keys locked, a keyed row fits while its key runs
-    -- fewer jobs than its limit (HELD's count, plus the rows taken before it)
+    -- fewer jobs than its limit and than the strictest limit of the jobs it runs (HELD's
+    -- count and limit, with the rows taken before it): v_held maps a key to [count, limit]
     SELECT array_agg(DISTINCT k ORDER BY k) INTO v_keyset FROM unnest(v_keys) AS k WHERE k IS NOT NULL;
     IF v_keyset IS NOT NULL THEN
         PERFORM 1 FROM ({_in_function(LOCK_KEYS)}) AS locked;
-        SELECT COALESCE(jsonb_object_agg(counted.concurrency_key, counted.count), jsonb_build_object())
+        SELECT COALESCE(jsonb_object_agg(counted.concurrency_key,
+                                         jsonb_build_array(counted.held, counted.strictest)),
+                        jsonb_build_object())
           INTO v_held FROM ({_in_function(HELD)}) AS counted;
         v_take_ids := v_ids;
         v_ids := ARRAY[]::bigint[];
         FOR i IN 1 .. cardinality(v_take_ids) LOOP
             IF v_keys[i] IS NOT NULL THEN
-                v_running := COALESCE((v_held ->> v_keys[i])::integer, 0);
-                CONTINUE WHEN v_running >= v_limits[i];
-                v_held := v_held || jsonb_build_object(v_keys[i], v_running + 1);
+                v_running := COALESCE((v_held -> v_keys[i] ->> 0)::integer, 0);
+                v_bound := LEAST(v_limits[i], COALESCE((v_held -> v_keys[i] ->> 1)::integer, v_limits[i]));
+                CONTINUE WHEN v_running >= v_bound;
+                v_held := v_held || jsonb_build_object(v_keys[i], jsonb_build_array(v_running + 1, v_bound));
             END IF;
             v_ids := v_ids || v_take_ids[i];
             v_tries[cardinality(v_ids)] := v_tries[i];

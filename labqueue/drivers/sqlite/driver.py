@@ -24,6 +24,7 @@ from ...core import (
     Clock,
     Effect,
     Failure,
+    Held,
     Job,
     JobFilter,
     JobRecord,
@@ -337,9 +338,9 @@ class SqliteDriver:
     def lock_keys(self, keys: list[str]) -> None:
         """Nothing to do: the claim's write transaction holds SQLite's one write lock."""
 
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
-        found = self._hot.execute(sql.HELD, {"keys": json.dumps(keys), "now": now})
-        return {key: 0 for key in keys} | dict(found.fetchall())
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]:
+        found = self._hot.execute(sql.HELD, {"keys": json.dumps(keys), "now": now, "token": token})
+        return {key: (0, None) for key in keys} | {key: (n, strictest) for key, n, strictest in found}
 
     def _retire(self, params: dict[str, Any]) -> None:
         self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
@@ -423,7 +424,7 @@ class SqliteDriver:
 
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
         deadline = now + lease_seconds  # type: ignore[operator]
-        accepted = self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token)).rowcount == 1
+        accepted = self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token, now)).rowcount == 1
         return deadline if accepted else None
 
     def release(self, job: Job, now: float | None) -> bool:
