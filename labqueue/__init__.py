@@ -35,6 +35,7 @@ from .handlers import handler
 from .keepalive import KeepAlive
 from .procs import kill_tree, start_worker
 from .queue import Job, JobQueue, JobRecord
+from .renewal import cancelled
 from .versions import sqlite_report
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "SchemaTooNew",
     "StorageFull",
     "UnknownJobKind",
+    "cancelled",
     "handler",
     "kill_tree",
     "open_queue",

@@ -848,6 +848,23 @@ class Queue:
         failure = Failure(job.id, job.lease_token, stored_error(error), not retry, delay, retry_at, now)
         return self._d.fail(failure)
 
+    def fail_for_worker(self, job_id: int, worker: str, error: str) -> Literal["queued", "dead"] | None:
+        """Record a failure on behalf of `worker`, a process that can no longer report: its
+        supervisor (or watchdog) killed it past a handler's time limit. Fenced by the
+        worker's name and the running state, the token read and checked in the same
+        transaction: a job another worker took over since, or one finished, is left as it
+        is (None). Otherwise as fail(job, error): "queued" for a retry after backoff, or
+        "dead" on its last attempt."""
+        validate.job_id(job_id)
+        validate.text("worker", worker)
+        error = validate.text("error", error)
+        with self._tx():
+            row = self._d.job(job_id)
+            if row is None or row.state != "running" or row.worker != worker or not row.lease_token:
+                return None
+            job = Job(row.id, row.kind, None, row.attempts, row.max_attempts, row.lease_token, row.visible_at)
+            return self._fail(job, error, True, self._now())
+
     def backoff_delay(self, attempts: int) -> float:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
         up to backoff_cap. The doubling stops at the cap: 2 ** attempts is never
