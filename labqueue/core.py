@@ -337,6 +337,7 @@ class Driver(Protocol):
     def lock_keys(self, keys: list[str]) -> None: ...  # (tx)
     def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]: ...
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]: ...
+    def claimed_by(self, token: str) -> list[ClaimedRow]: ...  # the running rows leased under `token`
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
@@ -675,10 +676,10 @@ class Queue:
 
     # -- consuming --------------------------------------------------------------
 
-    def _claim_params(self, worker: str, limit: int, scope: Scope) -> Claim:
+    def _claim_params(self, worker: str, limit: int, scope: Scope, token: str | None = None) -> Claim:
         now = self._now()
         lease_end = None if now is None else now + self.lease_seconds
-        token = new_token()
+        token = new_token() if token is None else validate.text("claim_token", token)
         return Claim(scope, now, self.lease_seconds, lease_end, token, worker, limit, LAST_ATTEMPT_EXPIRED)
 
     def _claimed(self, claim: Claim, *, batch: bool) -> list[Job]:
@@ -929,6 +930,8 @@ class Queue:
         claim_for: str | None = None,
         limit: int = 1,
         queues: Sequence[str] | None = None,
+        claim_token: str | None = None,
+        again: str | None = None,
     ) -> tuple[list[str], list[Job]]:
         """Report every job in `finished` in one write transaction and, when `claim_for`
         names a worker, claim its next batch of up to `limit` jobs in the same one.
@@ -942,7 +945,14 @@ class Queue:
         full disk) is never counted as a job's failure: it raises, nothing of the batch
         is saved, and the same reports can be settled again (each is fenced). An effect
         that tries to end the transaction raises EffectEndedTransaction and nothing of
-        the batch is saved, as complete() does."""
+        the batch is saved, as complete() does.
+
+        A settle repeated after a lost connection (its COMMIT may have reached the server
+        with the reply lost) passes `again`, the reporting worker's name, and the same
+        `claim_token` (the claim's lease token, chosen by the caller): the jobs an earlier
+        try claimed under it are returned rather than stranded, and a completion the
+        earlier try committed (the job done, last held by `again`) is reported "done",
+        not "lost"."""
         for report in finished:
             check_job(report.job)
         scope = None
@@ -952,37 +962,61 @@ class Queue:
             scope = self._scope(queues)
             if scope.name == "none":
                 scope = None
+        if again is not None:
+            earlier = self._earlier_try(finished, claim_token, again)
+            if earlier is not None:
+                return earlier
         one_call = getattr(self._d, "settle_in_one_call", None)
         if one_call is not None and all(r.error is None and r.effect is None for r in finished):
             now = self._now()
-            claim = None if scope is None else self._claim_params(claim_for or "", limit, scope)
+            claim = None if scope is None else self._claim_params(claim_for or "", limit, scope, claim_token)
             pairs = [(report.job.id, report.job.lease_token) for report in finished]
             settled = self._read(lambda: one_call(pairs, now, claim) if pairs or claim else ([], []))
             if settled is not None:
                 done = set(settled[0])
-                outcomes = self._read(lambda: [self._plain_outcome(r.job, done) for r in finished])
+                outcomes = self._read(lambda: [self._plain_outcome(r.job, done, again) for r in finished])
                 return outcomes, self._claimed_jobs(settled[1], claim)
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
             outcomes = [
-                self._plain_outcome(r.job, done)
+                self._plain_outcome(r.job, done, again)
                 if r.error is None and r.effect is None
-                else self._settle_one(r, now)
+                else self._settle_one(r, now, again)
                 for r in finished
             ]
             if scope is None:
                 return outcomes, []
-            claim = self._claim_params(claim_for or "", limit, scope)
+            claim = self._claim_params(claim_for or "", limit, scope, claim_token)
             rows = self._d.claim(claim, batch=True)
         return outcomes, self._claimed_jobs(rows, claim)
 
-    def _plain_outcome(self, job: Job, done: set[int]) -> str:
+    def _earlier_try(
+        self, finished: Sequence[Finished], token: str | None, worker: str
+    ) -> tuple[list[str], list[Job]] | None:
+        """What an earlier try of this settle committed, if it did: it claimed the jobs
+        now running under `token` (found: it committed, reports and all), so each report
+        reads its outcome back. None when nothing shows it committed: settle again."""
+        rows = [] if token is None else self._read(lambda: self._d.claimed_by(token))
+        if not rows:
+            return None
+        outcomes = self._read(lambda: [self._outcome_of(report.job, worker) for report in finished])
+        return outcomes, self._claimed_jobs(rows, None)
+
+    def _outcome_of(self, job: Job, worker: str) -> str:
+        """A report an earlier try committed: the job's state as it stands ("done",
+        "queued", "dead", "cancelled"), or "lost" if another worker holds it now."""
+        record = self._d.job(job.id)
+        if record is None or record.state == "running" or record.worker != worker:
+            return "lost"
+        return record.state
+
+    def _plain_outcome(self, job: Job, done: set[int], again: str | None = None) -> str:
         """A plain completion's outcome, given the ids its statement completed."""
         if job.id in done:
             done.remove(job.id)  # a job reported twice is done once
             return "done"
-        return self._why_lost(job)
+        return self._why_lost(job, again)
 
     def _claimed_jobs(self, rows: list[ClaimedRow], claim: Claim | None) -> list[Job]:
         """A batch claim's rows as jobs, read after COMMIT so the write lock is not held
@@ -1006,15 +1040,15 @@ class Queue:
             done.update(self._d.complete_many(ids, token, now))
         return done
 
-    def _settle_one(self, report: Finished, now: float | None) -> str:
+    def _settle_one(self, report: Finished, now: float | None, again: str | None = None) -> str:
         job, d = report.job, self._d
         if report.error is not None:
-            return self._fail(job, report.error, report.retry, now) or self._why_lost(job)
+            return self._fail(job, report.error, report.retry, now) or self._why_lost(job, again)
         if report.effect is None:
-            return "done" if d.complete(job, now) else self._why_lost(job)
+            return "done" if d.complete(job, now) else self._why_lost(job, again)
         with d.savepoint() as undo:
             if not d.complete(job, now):
-                return self._why_lost(job)
+                return self._why_lost(job, again)
             try:
                 d.run_effect(job, report.effect)
                 return "done"
@@ -1025,11 +1059,14 @@ class Queue:
                     raise  # the database's failure, not the job's: the batch rolls back
                 error = f"{type(exc).__name__}: {exc}"
             undo()  # this job's completion and effect are undone, no other job's
-        return self._fail(job, error, True, now) or self._why_lost(job)
+        return self._fail(job, error, True, now) or self._why_lost(job, again)
 
-    def _why_lost(self, job: Job) -> str:
+    def _why_lost(self, job: Job, again: str | None = None) -> str:
         """A report refused by the fence: "cancelled" if the job was cancelled, else "lost"
-        (another worker holds it now, or it was retired). Read on the rare path only."""
+        (another worker holds it now, or it was retired). Read on the rare path only. A
+        settle tried `again` by that worker reads back what its earlier try committed."""
+        if again is not None:
+            return self._outcome_of(job, again)
         return "cancelled" if self._d.state_of(job.id) == "cancelled" else "lost"
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:

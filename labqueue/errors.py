@@ -54,6 +54,12 @@ class ConnectionLost(LabqueueError, ConnectionError):
     reached the server; every lease stays fenced, so reconnect() and retrying is safe."""
 
 
+class ServerUnreachable(CannotOpen, ConnectionLost):
+    """A database server could not be reached when a queue was opened (it is down,
+    restarting, or the network is): a CannotOpen that a worker starting up waits out and
+    retries, as a running one does a ConnectionLost (labqueue.reconnect)."""
+
+
 class StorageFull(LabqueueError):
     """The database or disk is full; the transaction was rolled back."""
 

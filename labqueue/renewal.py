@@ -175,8 +175,9 @@ def kill_children(spare: Sequence[int] = ()) -> list[int]:
 
 
 def time_limit(value: object, name: str = "timeout") -> float | None:
-    """A time limit: None (none), or a finite number of seconds above zero."""
-    return None if value is None else validate.positive(name, value)
+    """A time limit: None (none), or a duration above zero within every clock's bounds
+    (validate.seconds: what --job-timeout accepts too)."""
+    return None if value is None else validate.seconds(name, value)
 
 
 def renewal_queue(

@@ -34,7 +34,7 @@ from . import handlers as registry
 from . import heap, joblog
 from .attribution import running_publisher
 from .backends import open_queue
-from .core import DATABASE_FAILURES
+from .core import DATABASE_FAILURES, new_token
 from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
 from .errors import LabqueueError, NoHandlers, UnknownJobKind
@@ -289,14 +289,23 @@ def work_batch(
 
     def report(claim: tuple | None = None) -> list[Job]:
         nonlocal finished, last_commit
-        worker, size, *scope = claim if claim is not None else (None, 1)
-        outcomes, nxt = call(
-            q.settle, finished, claim_for=worker, limit=size, queues=scope[0] if scope else None
-        )
+        claimer, size, *scope = claim if claim is not None else (None, 1)
+        token, tries = new_token(), 0  # the claim's token is ours: a retry finds what it took
+
+        def settle() -> tuple[list[str], list[Job]]:
+            nonlocal tries
+            tries += 1
+            again = (worker or claimer) if tries > 1 else None  # a retry, after a lost connection
+            queues = scope[0] if scope else None
+            return q.settle(
+                finished, claim_for=claimer, limit=size, queues=queues, claim_token=token, again=again
+            )
+
+        outcomes, nxt = call(settle)
         quiet = not log.isEnabledFor(joblog.success_level)  # then a plain success has no line
         for done, outcome in zip(finished, outcomes, strict=True):
             if not (quiet and outcome == "done" and done.error is None):
-                _log_outcome(q, done, outcome, worker=worker, timing=timings.get(done.job.id))
+                _log_outcome(q, done, outcome, worker=claimer, timing=timings.get(done.job.id))
         timings.clear()  # it held the jobs just reported, and no others
         finished, last_commit = [], monotonic()
         held.finished = finished
@@ -476,7 +485,7 @@ class WorkerLoop:
     def run(self) -> int:
         """Work until should_stop() or idle_exit_due(); returns the number of jobs handled."""
         try:
-            with open_queue(self.path, lease_seconds=self.lease_seconds, **self.options) as q:
+            with self.open() as q:
                 self.start(q)
                 while True:
                     self.tick_schedules()
@@ -503,6 +512,20 @@ class WorkerLoop:
         log.info("worker %s stopped (%s) after %d job(s)", self.worker_id, self.why, self.handled)
         return self.handled
 
+    def open(self) -> Any:
+        """The queue, opened as a running worker reconnects: a server that cannot be reached
+        yet is waited for with backoff, within reconnect_limit (labqueue.reconnect)."""
+        self.reconnector = Reconnector(
+            None,
+            name=self.worker_id,
+            limit=self.reconnect_limit,
+            log=log,
+            stopping=lambda: self.stop.requested,
+        )
+        return self.reconnector.first_open(
+            lambda: open_queue(self.path, lease_seconds=self.lease_seconds, **self.options)
+        )
+
     def start(self, q: Any) -> None:
         """Say the worker is up, then get ready on the open queue (a file, or a postgresql://
         URL): calls that reconnect, the renewal thread, the wake-up hint, a stop that ends
@@ -516,9 +539,7 @@ class WorkerLoop:
             "runs until stopped" if self.idle_exit is None else f"leaves after {self.idle_exit:g} s idle",
         )
         stop = self.stop
-        self.call = Reconnector(
-            q, name=self.worker_id, limit=self.reconnect_limit, log=log, stopping=lambda: stop.requested
-        ).call
+        self.call = self.reconnector.call
         watch(self.renewer.held)  # labqueue.cancelled(job) reads it
         self.renewer.start()  # by real time: it renews nothing until a handler runs a sixth of a lease
         # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.

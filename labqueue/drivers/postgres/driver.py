@@ -48,7 +48,7 @@ from ...core import (
     translated,
     within_limits,
 )
-from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
+from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument, ServerUnreachable
 from ...redaction import redact
 from . import sql
 from .schema import SCHEMA_NAME, one_row, open_schema
@@ -130,11 +130,16 @@ class PgDriver:
             raise
 
     def _connect(self, error: type[Exception]) -> psycopg.Connection:
+        """A new connection, or `error` (at the first open: CannotOpen, or ServerUnreachable
+        when the server could not be reached or is starting, which a worker waits out)."""
         try:
             return psycopg.connect(autocommit=True, **self._conninfo)
         except psycopg.Error as exc:
             # libpq's text, redacted, is the message; its original is not chained to a traceback
             detail = redact(" ".join(str(exc).split()), self.url)
+            state = getattr(exc, "sqlstate", None)
+            if error is CannotOpen and (state is None or state.startswith("08") or state == "57P03"):
+                error = ServerUnreachable  # no answer, a broken connection, "starting up"
             raise error(f"cannot connect to {self.where} ({detail})") from None
 
     def _session(self) -> None:
@@ -313,6 +318,9 @@ class PgDriver:
 
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
         return self.db.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
+
+    def claimed_by(self, token: str) -> list[tuple]:
+        return self.db.execute(sql.CLAIMED_BY_TOKEN, {"token": token}).fetchall()
 
     def lock_keys(self, keys: list[str]) -> None:
         self.db.execute(sql.LOCK_KEYS, {"keys": keys}).fetchall()

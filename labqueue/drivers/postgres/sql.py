@@ -336,6 +336,14 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
 RETIRE_EXHAUSTED = _RETIRE
 CLAIM = CLAIM_IN["all"]
 
+# The rows leased under one claim's token (drivers/sqlite/sql.py's CLAIMED_BY_TOKEN).
+CLAIMED_BY_TOKEN = """
+SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit
+  FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'running' AND lease_token = %(token)s
+ ORDER BY id
+"""
+
 # A claimed row that cannot be read is dead-lettered with the reason, in the claim's transaction.
 BURY = f"""
 UPDATE jobs

@@ -335,6 +335,10 @@ class SqliteDriver:
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
         return self._hot.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
 
+    def claimed_by(self, token: str) -> list[tuple]:
+        params = {"token": token}
+        return self._rows_as_text(sql.CLAIMED_BY_TOKEN, params, sql.CLAIMED_BY_TOKEN_RAW, params)
+
     def lock_keys(self, keys: list[str]) -> None:
         """Nothing to do: the claim's write transaction holds SQLite's one write lock."""
 

@@ -487,6 +487,23 @@ SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(paylo
  ORDER BY id
 """
 
+# The rows leased under one claim's token, still running: what a claim whose reply was
+# lost had taken (core.Queue.settle, again=True). Through jobs_ready's live rows; the
+# rare path only.
+_BY_TOKEN = """
+  FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'running' AND lease_token = :token
+ ORDER BY id
+"""
+CLAIMED_BY_TOKEN = (
+    "SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at,"
+    " concurrency_key, concurrency_limit" + _BY_TOKEN
+)
+CLAIMED_BY_TOKEN_RAW = (  # as CLAIMED_RAW: for a row whose text is not UTF-8
+    "SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),"
+    " attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit" + _BY_TOKEN
+)
+
 # A claimed job whose row cannot be read (its payload is not JSON text, say): no retry
 # can change that, so it goes straight to the dead letters, fenced like fail().
 BURY = f"""
