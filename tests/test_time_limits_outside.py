@@ -96,7 +96,9 @@ def test_a_pool_kills_a_worker_whose_handler_holds_the_gil_past_its_limit(locati
     with open_queue(location) as q:
         job_id = q.enqueue("regex", {"folder": str(tmp_path)})
     settings = WorkerSettings(handlers=(APP,), backoff_cap=0.2, job_timeout=LIMIT)
-    with WorkerPool(location, 1, lease_seconds=30, idle_exit=None, settings=settings, note_crashes=True) as pool:
+    with WorkerPool(
+        location, 1, lease_seconds=30, idle_exit=None, settings=settings, note_crashes=True
+    ) as pool:
         pool.fill()
         wait_for(lambda: (tmp_path / "started").exists(), timeout=30)
         started = time.monotonic()
@@ -122,7 +124,9 @@ def test_a_standalone_worker_s_watchdog_kills_it_and_records_the_time_out(locati
     proc = subprocess.Popen(command, env=env, cwd=app, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (tmp_path / "started").exists(), timeout=30)
-        watchdogs = [p for p in psutil.Process(proc.pid).children() if "labqueue.watchdog" in " ".join(p.cmdline())]
+        watchdogs = [
+            p for p in psutil.Process(proc.pid).children() if "labqueue.watchdog" in " ".join(p.cmdline())
+        ]
         assert len(watchdogs) == 1
         proc.wait(timeout=LIMIT + KILL_GRACE + 30)
     finally:
@@ -135,5 +139,7 @@ def test_a_standalone_worker_s_watchdog_kills_it_and_records_the_time_out(locati
     assert job.last_error.startswith(f"timed out after {LIMIT:g} s") and "killed" in job.last_error
     assert ledger(location) == []
     assert child_gone(tmp_path)
-    wait_for(lambda: not watchdogs[0].is_running() or watchdogs[0].status() == psutil.STATUS_ZOMBIE, timeout=10)
+    wait_for(
+        lambda: not watchdogs[0].is_running() or watchdogs[0].status() == psutil.STATUS_ZOMBIE, timeout=10
+    )
     assert f"job {job_id} ran past its time limit" in stderr
