@@ -79,4 +79,4 @@ def test_workers_frozen_past_their_lease_never_take_a_key_past_its_limit(locatio
     assert max(most.values()) <= LIMIT, {k: v for k, v in most.items() if v > LIMIT}
     assert freezes >= 30
     took = time.monotonic() - started
-    print(f"{JOBS} jobs, {freezes} freezes past the lease, in {took:.1f} s; most at once {max(most.values())}")
+    print(f"{JOBS} jobs, {freezes} freezes past the lease, {took:.1f} s; most at once {max(most.values())}")
