@@ -7,6 +7,7 @@ transaction must never show two runs of a key at once, and every job is done onc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -21,6 +22,12 @@ from labqueue.pool import WorkerPool
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="SIGSTOP is POSIX")]
 
 JOBS, KEYS, LIMIT, WORKERS, LEASE = 2000, 20, 1, 8, 1.0
+
+
+def signal_if_alive(pid: int, signum: int) -> None:
+    """A worker may leave (its idle exit) between the look and the signal."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -57,18 +64,18 @@ def test_workers_frozen_past_their_lease_never_take_a_key_past_its_limit(locatio
                 now = time.monotonic()
                 for pid, at in list(thaw_at.items()):
                     if now >= at:
-                        os.kill(pid, signal.SIGCONT)
+                        signal_if_alive(pid, signal.SIGCONT)
                         del thaw_at[pid]
                 awake = [w for w in pool.workers if w.proc.poll() is None and w.pid not in thaw_at]
                 if awake and len(thaw_at) < 3:  # up to three frozen at once, each past the lease
                     frozen = rng.choice(awake)
-                    os.kill(frozen.pid, signal.SIGSTOP)
+                    signal_if_alive(frozen.pid, signal.SIGSTOP)
                     thaw_at[frozen.pid] = now + LEASE * rng.uniform(1.2, 2.0)
                     freezes += 1
                 time.sleep(rng.uniform(0.1, 0.3))
         finally:
             for pid in thaw_at:
-                os.kill(pid, signal.SIGCONT)
+                signal_if_alive(pid, signal.SIGCONT)
         assert pool.alive() == 0, "the workers did not finish within 300 s"
     with open_queue(location) as q:
         counts = q.counts()
