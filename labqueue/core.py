@@ -476,7 +476,10 @@ class Queue:
     d: every lease and delay is d shorter, so a live job may be claimed by a second
     worker, whose new token fences the first one out. Back by d: they all last d longer.
     Either way nothing is lost or finished twice: complete, fail and heartbeat check the
-    token, never the clock, and a heartbeat renews the lease from the clock's reading."""
+    token, and a heartbeat renews the lease from the clock's reading. A job with a
+    concurrency key is the exception: its lease also holds a place of its key, which the
+    claim gives away when the lease ends, so past its deadline its holder's reports are
+    refused too (a keyed job's deadline is part of its fence)."""
 
     def __init__(self, driver: Driver, settings: dict[str, Any]) -> None:
         self._d = driver

@@ -31,6 +31,11 @@ class SchemaTooNew(LabqueueError):
     """The file's schema version is newer than this labqueue knows; it was not touched."""
 
 
+class SchemaTooOld(LabqueueError):
+    """The queue's schema is older than this labqueue runs on; it was not touched. Opening
+    never migrates an existing queue: `labqueue migrate DB|URL` does, while it runs."""
+
+
 class ForeignDatabase(LabqueueError):
     """The file belongs to another application in a way labqueue cannot share; it was
     not touched."""

@@ -83,7 +83,10 @@ class PgDriver:
         timeout: float,
         create: bool,
         wake: bool,
+        migrating: bool = False,
     ) -> None:
+        """`migrating`: connect only, the schema neither checked nor created
+        (labqueue.migrate takes the schema through its steps on this connection)."""
         if not isinstance(url, str):
             raise InvalidArgument(
                 f"url must be a postgresql:// URL string, got {type(url).__name__} {url!r:.80}"
@@ -111,13 +114,16 @@ class PgDriver:
         self.where = f"{redact(url)} (schema {schema})"
         self._listening = False
         self.db = self._connect(CannotOpen)
+        if migrating:
+            self.one_call = False
+            return
         try:
             self.one_call = open_schema(self.db, self.schema, self.url, create=create)
-            if not self.one_call and self.where not in _WITHOUT_SETTLE:
+            if create and not self.one_call and self.where not in _WITHOUT_SETTLE:
                 _WITHOUT_SETTLE.add(self.where)
                 log.warning(
-                    "%s has no %s function (this role may not create in the schema; its owner's next "
-                    "open installs it): each batch takes five round trips instead of one",
+                    "%s has no %s function (this role may not create in the schema; `labqueue migrate` "
+                    "or its owner's next open installs it): each batch takes five round trips instead of one",
                     self.where,
                     sql.SETTLE_FUNCTION,
                 )

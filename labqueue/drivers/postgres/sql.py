@@ -89,32 +89,65 @@ KEY_HELD_INDEX = """
 CREATE INDEX IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
     WHERE state = 'running' AND concurrency_key IS NOT NULL;
 """
-MIGRATE_V5 = (
-    """
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
-"""
-    + KEY_HELD_INDEX
-)
 
 # A dedupe key is unique among the jobs that have one: a partial unique index, so a job
 # without a key (most jobs) has no entry in it. Every claim and every completion writes a
 # new row version with new index entries (their columns change, so no update is HOT), and
 # a plain UNIQUE (dedupe_key) took one more entry, for NULL, at each: measured on the
 # pg-peers drain, a fifth of the index writes and 13% of four workers' speed. A queue made
-# with the UNIQUE constraint is given the index and loses the constraint when it is opened
-# (MIGRATE_DEDUPE; its ON CONFLICT infers either). SQLite keeps its UNIQUE column.
+# with the UNIQUE constraint gains the index beside it (schema version 6, an expand step:
+# ENQUEUE's ON CONFLICT infers either, and an older labqueue's ON CONFLICT (dedupe_key)
+# needs the constraint) and loses the constraint once no older labqueue runs on it
+# (version 7, `labqueue migrate --contract`). SQLite keeps its UNIQUE column.
 DEDUPE_INDEX = """
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key) WHERE dedupe_key IS NOT NULL;
 """
-MIGRATE_DEDUPE = (
-    DEDUPE_INDEX
-    + """
-ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key;
-"""
-)
 
 SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
+
+# -- schema versions --------------------------------------------------------------------
+# The steps a queue's schema has taken, one row each, in a table of the queue's schema
+# (SQLite keeps its one number in PRAGMA user_version). Versions 1 to 5 are SQLite's
+# (version 4 changed SQLite's CHECK alone: nothing to do here). Version 6 is an expand
+# step (the dedupe keys' partial unique index, built beside the UNIQUE constraint that
+# older labqueues' ON CONFLICT (dedupe_key) needs), version 7 its contract step (the
+# constraint dropped, once no older labqueue runs on the queue). A schema made before this
+# table existed has its steps read from the catalog once (schema.py, _Found.inferred).
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS labqueue_migrations (
+    version    INTEGER          PRIMARY KEY,
+    name       TEXT             NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+);
+"""
+MIGRATIONS_APPLIED_IN = "SELECT version FROM {table} ORDER BY version"  # the table, schema-qualified
+RECORD_MIGRATION = """
+INSERT INTO labqueue_migrations (version, name, applied_at)
+VALUES (%(version)s, %(name)s, extract(epoch FROM clock_timestamp())::double precision)
+ON CONFLICT (version) DO NOTHING
+"""
+# Whether the UNIQUE (dedupe_key) constraint older queues were made with is still there.
+DEDUPE_CONSTRAINT_EXISTS = """
+SELECT EXISTS (SELECT 1 FROM pg_constraint
+                WHERE conrelid = to_regclass(%(table)s) AND conname = 'jobs_dedupe_key_key')
+"""
+# An index a CREATE INDEX CONCURRENTLY left behind when it failed: there, but not valid.
+INDEX_VALID = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(name)s)"
+SET_SESSION_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, false)"
+ADD_KEY_COLUMNS = """
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
+"""
+KEY_HELD_INDEX_CONCURRENTLY = """
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL
+"""
+DEDUPE_INDEX_CONCURRENTLY = """
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key)
+    WHERE dedupe_key IS NOT NULL
+"""
+DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {name}"
+DROP_DEDUPE_CONSTRAINT = "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key"
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under

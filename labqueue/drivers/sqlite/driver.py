@@ -41,7 +41,14 @@ from ...core import (
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
 from . import sql
-from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
+from .schema import (
+    check_existing,
+    check_is_sqlite_file,
+    check_writable,
+    migrate,
+    not_a_database,
+    refuse_if_old,
+)
 
 READY_KEY = 6  # where a READY_ROWS row holds its concurrency key (and its limit, next)
 
@@ -143,8 +150,13 @@ class SqliteDriver:
         self.db.execute(f"PRAGMA synchronous = {level}")
         if schema == sql.SCHEMA:
             if found is None or version < sql.SCHEMA_VERSION:
-                with self.transaction() as db:
-                    migrate(db, self.path)
+                # A new queue is made here; an existing one is only completed when its table
+                # is current and unversioned (made by hand from sql.SCHEMA). Anything older
+                # is refused: `labqueue migrate` upgrades a queue, at a time the operator chooses.
+                refuse_if_old(self.db, self.path, version, found)
+                if create:  # create=False (a reader, an operator's command) writes nothing
+                    with self.transaction() as db:
+                        migrate(db, self.path)
         elif schema:  # a schema of the caller's own (the course's index experiments)
             self.db.executescript(schema)
 

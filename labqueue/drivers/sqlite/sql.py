@@ -180,6 +180,15 @@ BEGIN_READ = "BEGIN DEFERRED /* labqueue read */"
 # Version 5 adds the concurrency key and limit (KEYS).
 MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4", KEYS)
 SCHEMA_VERSION = len(MIGRATIONS)
+# What each step does, for `labqueue migrate --dry-run` and `--status` (MIGRATION_NAMES[n]
+# takes a file from version n to n + 1).
+MIGRATION_NAMES: tuple[str, ...] = (
+    "the jobs table and its indexes",
+    "priority, queue and the 'cancelled' state (the jobs table rebuilt, every row copied)",
+    "the queue_pauses table",
+    "the states CHECK as comparisons (the jobs table rebuilt, every row copied)",
+    "the concurrency_key and concurrency_limit columns and the jobs_key_held index",
+)
 LAST_IN_LIST_VERSION = 3  # the newest version whose states CHECK is STATES_IN_LIST
 LAST_KEYLESS_VERSION = 4  # the newest version without the concurrency columns
 
