@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from labqueue import JobQueue, handlers
 from labqueue.core import KIND_LIMITS, within_limits
 from labqueue.drivers.sqlite import sql
-from labqueue.errors import InvalidArgument
+from labqueue.errors import InvalidArgument, SchemaTooOld
+from labqueue.migrate import migrate
 
 
 def keys_of(q, jobs) -> Counter:
@@ -146,6 +147,9 @@ def test_a_version_4_file_gains_the_key_columns_and_keeps_its_jobs(tmp_path):
     db.execute("INSERT INTO jobs (kind, payload, visible_at, created_at) VALUES ('old', '{}', 0, 0)")
     db.execute(f"PRAGMA user_version = {sql.LAST_KEYLESS_VERSION}")
     db.close()
+    with pytest.raises(SchemaTooOld, match="labqueue migrate"):  # opening never migrates
+        JobQueue(path)
+    migrate(path)
     with JobQueue(path) as q:
         assert q.db.execute("PRAGMA user_version").fetchone()[0] == sql.SCHEMA_VERSION
         assert q.claim_next("w").kind == "old"
@@ -274,7 +278,11 @@ def test_a_postgresql_queue_of_version_4_gains_the_key_columns(pg_url):
         with PgJobQueue(pg_url, schema=schema) as q:
             q.enqueue("old", {})
             q.db.execute("ALTER TABLE jobs DROP COLUMN concurrency_key, DROP COLUMN concurrency_limit")
+            q.db.execute("DROP TABLE labqueue_migrations")  # as a queue made before versions were recorded
             q.db.commit()
+        with pytest.raises(SchemaTooOld, match="labqueue migrate"):
+            PgJobQueue(pg_url, schema=schema)
+        assert [step[0] for step in migrate(pg_url, schema=schema).steps] == [5]
         with PgJobQueue(pg_url, schema=schema) as q:
             assert q.claim_next("w").kind == "old"
             q.enqueue("new", {}, concurrency_key="k", concurrency_limit=1)

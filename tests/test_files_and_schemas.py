@@ -28,7 +28,8 @@ from labqueue import (
     core,
 )
 from labqueue.drivers.sqlite import sql
-from labqueue.errors import ForeignDatabase, QueueNotFound, SchemaTooNew
+from labqueue.errors import ForeignDatabase, QueueNotFound, SchemaTooNew, SchemaTooOld
+from labqueue.migrate import migrate
 
 # The schema text of labqueue before schema versions existed (user_version 0), as it was.
 PREVIOUS_SCHEMA = """
@@ -234,7 +235,7 @@ def test_a_jobs_table_of_another_shape_is_refused_untouched(tmp_path, case, vers
 def test_an_extra_column_that_may_be_null_is_allowed(tmp_path):
     path = tmp_path / "app.db"
     make_file(path, variant("finished_at  REAL\n", "finished_at  REAL,\n    note TEXT\n") + sql.INDEXES_V1)
-    with JobQueue(path) as q:
+    with JobQueue(upgraded(path)) as q:
         q.enqueue("t", {"n": 1})
         assert q.claim("w")[0].payload == {"n": 1}
 
@@ -249,6 +250,16 @@ def test_a_current_table_made_by_hand_without_a_version_gets_its_indexes(tmp_pat
     assert user_version(path) == sql.SCHEMA_VERSION
 
 
+def upgraded(path: Path) -> Path:
+    """An old queue is refused at open, untouched, naming the command; then migrated."""
+    before = state_of(path)
+    with pytest.raises(SchemaTooOld, match=r"run `labqueue migrate .*` to upgrade it"):
+        JobQueue(path)
+    assert state_of(path) == before
+    migrate(path)
+    return path
+
+
 # -- schema versions ---------------------------------------------------------------------------
 
 
@@ -260,7 +271,7 @@ def test_a_new_queue_records_the_current_schema_version(tmp_path):
 def test_a_queue_from_before_versions_is_upgraded_and_keeps_its_jobs(tmp_path):
     path = tmp_path / "old.db"
     make_file(path, PREVIOUS_SCHEMA + OLD_JOB + ";")
-    with JobQueue(path) as q:
+    with JobQueue(upgraded(path)) as q:
         assert [job.payload for job in q.claim("w")] == [{"n": 7}]
     assert user_version(path) == sql.SCHEMA_VERSION
 
@@ -268,7 +279,7 @@ def test_a_queue_from_before_versions_is_upgraded_and_keeps_its_jobs(tmp_path):
 def test_an_old_queue_without_its_indexes_gets_them(tmp_path):
     path = tmp_path / "old.db"
     make_file(path, sql.TABLE_V1)
-    with JobQueue(path) as q:
+    with JobQueue(upgraded(path)) as q:
         names = {n for (n,) in q.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"jobs_ready", "jobs_exhausted", "jobs_dead"} <= names
 
@@ -310,7 +321,7 @@ def test_version_1_files_are_rebuilt_as_version_2_keeping_every_row(tmp_path):
     make_file(old, PREVIOUS_SCHEMA + OLD_JOB + ";")
     fresh = tmp_path / "fresh.db"
     for path in (current, old, fresh):
-        with JobQueue(path) as q:
+        with JobQueue(path if path == fresh else upgraded(path)) as q:
             q.enqueue("t", {"n": 8}, priority=5)
             claimed = q.claim("w")  # the higher priority first
             assert claimed[0].payload == {"n": 8}
@@ -351,7 +362,7 @@ def test_version_3_files_are_rebuilt_as_version_4_keeping_rows_columns_indexes_a
     )
     make_file(path, VERSION_3 + OLD_JOB + ";" + extra, user_version=3)
     assert "(state IN (" in sqlite3.connect(path).execute(sql.JOBS_OBJECT).fetchone()[1]
-    with JobQueue(path) as q:
+    with JobQueue(upgraded(path)) as q:
         create = q.db.execute(sql.JOBS_OBJECT).fetchone()[1]
         names = {n for (n,) in q.db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs'")}
         job = q.claim("w")[0]
@@ -376,7 +387,7 @@ def test_a_version_3_table_made_by_hand_without_a_version_is_rebuilt_and_complet
     path = tmp_path / "hand3.db"
     version_3_table = sql.TABLE_TEMPLATE.format(name="jobs", extra="", states=sql.STATES_IN_LIST)
     make_file(path, version_3_table + OLD_JOB + ";")
-    with JobQueue(path) as q:
+    with JobQueue(upgraded(path)) as q:
         assert [job.payload for job in q.claim("w")] == [{"n": 7}]
         assert q.pause("mail")
         create = q.db.execute(sql.JOBS_OBJECT).fetchone()[1]

@@ -150,7 +150,7 @@ def test_a_role_that_may_not_create_uses_the_queue_through_transactions(pg_url, 
                 psycopg.connect(url).close()
             except psycopg.OperationalError as exc:
                 pytest.skip(f"this server does not let a new role log in without a password ({exc})")
-            with PgJobQueue(url, schema=schema, create=False) as q:
+            with PgJobQueue(url, schema=schema) as q:  # a worker's open: it would install the function
                 assert not q._d.one_call
                 said = [r.getMessage() for r in caplog.records if r.name == "labqueue.postgres"]
                 assert len(said) == 1 and "five round trips instead of one" in said[0], said

@@ -123,18 +123,44 @@ def test_dedupe_keys_are_unique_through_a_partial_index_that_keyless_jobs_stay_o
     assert "UNIQUE" in definition and "WHERE (dedupe_key IS NOT NULL)" in definition
 
 
-def test_a_queue_made_with_the_unique_constraint_gets_the_partial_index_instead(pg_url, schema):
+def test_the_dedupe_index_comes_beside_the_constraint_and_the_constraint_goes_on_contract(pg_url, schema):
+    """Expand, then contract: a queue made with UNIQUE (dedupe_key), as labqueue 0.2 made
+    it, is opened as it is; `migrate` adds the partial unique index beside the constraint
+    (an older labqueue's ON CONFLICT (dedupe_key) still finds it), and only `migrate
+    --contract` drops the constraint."""
+    from labqueue.migrate import migrate
+
     with PgJobQueue(pg_url, schema=schema) as q:  # as a queue made before the index was
         q.enqueue("t", {}, dedupe_key="k")
         q.db.execute("DROP INDEX jobs_dedupe_key")
         q.db.execute("ALTER TABLE jobs ADD CONSTRAINT jobs_dedupe_key_key UNIQUE (dedupe_key)")
-    with PgJobQueue(pg_url, schema=schema) as q:
-        constraints = q.db.execute(
+        q.db.execute("DROP TABLE labqueue_migrations")  # made before versions were recorded
+
+    def constraints(q) -> list:
+        return q.db.execute(
             "SELECT conname FROM pg_constraint WHERE conrelid = 'jobs'::regclass AND contype = 'u'"
         ).fetchall()
-        assert constraints == []
-        assert q.enqueue("t", {}, dedupe_key="k") is None and q.enqueue("t", {}, dedupe_key="j") == 2
-        assert q.counts()["queued"] == 2
+
+    with PgJobQueue(pg_url, schema=schema) as q:  # opening changes nothing
+        assert constraints(q) == [("jobs_dedupe_key_key",)]
+        assert q.enqueue("t", {}, dedupe_key="k") is None
+    plan = migrate(pg_url, schema=schema)
+    assert [step[0] for step in plan.steps] == [6]  # the expand step only
+    with PgJobQueue(pg_url, schema=schema) as q:
+        assert constraints(q) == [("jobs_dedupe_key_key",)]
+        assert q.db.execute("SELECT to_regclass('jobs_dedupe_key') IS NOT NULL").fetchone()[0]
+        # an older labqueue's statement: its ON CONFLICT (dedupe_key) infers the constraint
+        q.db.execute(
+            "INSERT INTO jobs (kind, payload, visible_at, created_at, dedupe_key)"
+            " VALUES ('t', '{}', 0, 0, 'old') ON CONFLICT (dedupe_key) DO NOTHING"
+        )
+        assert q.enqueue("t", {}, dedupe_key="old") is None
+    assert [step[0] for step in migrate(pg_url, schema=schema, contract=True).steps] == [7]
+    with PgJobQueue(pg_url, schema=schema) as q:
+        assert constraints(q) == []
+        assert q.enqueue("t", {}, dedupe_key="k") is None and q.enqueue("t", {}, dedupe_key="j") is not None
+        applied = [row[0] for row in q.db.execute("SELECT version FROM labqueue_migrations ORDER BY version")]
+        assert applied == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_a_foreign_jobs_table_is_refused_and_left_alone(pg_url, schema):
@@ -227,10 +253,21 @@ def test_no_statement_formats_a_value():
     """Values are %(name)s parameters: the only braces are the schema identifier's, and
     the private templates' (filled with the module's own constants at import)."""
     statements = [(name, getattr(pg, name)) for name in dir(pg) if not name.startswith("_")]
-    statements += [(f"{name}[{scope}]", text) for name in dir(pg) if name.endswith("_IN")
-                   for scope, text in getattr(pg, name).items()]
+    statements += [
+        (f"{name}[{scope}]", text)
+        for name in dir(pg)
+        if name.endswith("_IN")
+        for scope, text in getattr(pg, name).items()
+    ]
     for name, text in statements:
-        if isinstance(text, str) and name not in ("CREATE_SCHEMA", "DROP_SCHEMA", "LISTEN"):
+        identifiers = (
+            "CREATE_SCHEMA",
+            "DROP_SCHEMA",
+            "LISTEN",
+            "MIGRATIONS_APPLIED_FROM",
+            "DROP_INDEX_CONCURRENTLY",
+        )
+        if isinstance(text, str) and name not in identifiers:
             assert "{" not in text and "%s" not in text, name
 
 

@@ -22,8 +22,9 @@ from typing import Any
 
 from ..clock import FakeClock
 from ..drivers.sqlite import sql
-from ..errors import CannotCancel, InvalidArgument, JobNotFound
+from ..errors import CannotCancel, InvalidArgument, JobNotFound, SchemaTooOld
 from ..keepalive import KeepAlive
+from ..migrate import migrate
 from ..queue import Finished, Job, JobQueue
 from .assets import new_figure
 from .demo_handlers import LEDGER_TABLE, ledger_effect
@@ -82,14 +83,23 @@ def _file_facts(path: Path) -> dict[str, Any]:
 
 
 def upgrade_old_file(folder: Folder = None) -> list[str]:
-    """Open a version-1 file with today's JobQueue and print what the upgrade changed and kept."""
+    """Upgrade a version-1 file as an operator does, with `labqueue migrate` (opening a
+    queue never migrates it: today's JobQueue refuses the file), and print what the
+    upgrade changed and kept."""
     path = version1_file(db_path("cancel_v1_file", folder))
     before = _file_facts(path)
-    JobQueue(path).close()  # opening it runs the migration, in one write transaction
+    try:
+        JobQueue(path).close()
+        refused = "JobQueue(path) opened it"
+    except SchemaTooOld as exc:  # its message names the file; the line says what it says of it
+        said = "run `labqueue migrate" in str(exc)
+        refused = f"JobQueue(path) refused it: {type(exc).__name__}{', run labqueue migrate' if said else ''}"
+    migrate(path)  # `labqueue migrate FILE`: the steps in one write transaction
     after = _file_facts(path)
-    lines = []
-    for label, facts in (("before", before), ("after JobQueue(path)", after)):
-        lines.append(f"{label}: user_version {facts['user_version']}, states {facts['states allowed']}")
+    lines = [f"before: user_version {before['user_version']}, states {before['states allowed']}", refused]
+    lines.append(
+        f"after migrate(path): user_version {after['user_version']}, states {after['states allowed']}"
+    )
     lines.append(f"rows before: {before['rows']}")
     lines.append(f"rows after:  {after['rows']}")
     for line in lines:

@@ -220,7 +220,7 @@ class _Found:
 
         if exists("labqueue_migrations"):
             named = pg_sql.SQL(prefix + "labqueue_migrations")
-            table = pg_sql.SQL(sql.MIGRATIONS_APPLIED_IN).format(table=named)
+            table = pg_sql.SQL(sql.MIGRATIONS_APPLIED_FROM).format(table=named)
             applied = frozenset(row[0] for row in db.execute(table))
         else:
             applied = cls.inferred(db, prefix, columns, exists)

@@ -120,7 +120,7 @@ CREATE TABLE IF NOT EXISTS labqueue_migrations (
     applied_at DOUBLE PRECISION NOT NULL
 );
 """
-MIGRATIONS_APPLIED_IN = "SELECT version FROM {table} ORDER BY version"  # the table, schema-qualified
+MIGRATIONS_APPLIED_FROM = "SELECT version FROM {table} ORDER BY version"  # the table, schema-qualified
 RECORD_MIGRATION = """
 INSERT INTO labqueue_migrations (version, name, applied_at)
 VALUES (%(version)s, %(name)s, extract(epoch FROM clock_timestamp())::double precision)

@@ -141,6 +141,10 @@ class SqliteDriver:
         """Check the file, then set it up. Everything that can refuse the file reads
         only, so a refused file is left as it was."""
         found, version = check_existing(self.db, self.path, create)
+        if schema == sql.SCHEMA and version < sql.SCHEMA_VERSION:
+            # Opening never migrates an existing queue (`labqueue migrate` does): an older one
+            # is refused before anything, journal mode included, is written.
+            refuse_if_old(self.db, self.path, version, found)
         if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
             # A brand-new file: freed pages can be handed back later (reclaim_space). The
             # setting only takes before the first table exists; a full VACUUM applies it later.
@@ -148,16 +152,13 @@ class SqliteDriver:
         self.db.execute("PRAGMA journal_mode = WAL")
         # A PRAGMA takes no parameters; the level was checked against a fixed list.
         self.db.execute(f"PRAGMA synchronous = {level}")
-        if schema == sql.SCHEMA:
-            if found is None or version < sql.SCHEMA_VERSION:
-                # A new queue is made here; an existing one is only completed when its table
-                # is current and unversioned (made by hand from sql.SCHEMA). Anything older
-                # is refused: `labqueue migrate` upgrades a queue, at a time the operator chooses.
-                refuse_if_old(self.db, self.path, version, found)
-                if create:  # create=False (a reader, an operator's command) writes nothing
-                    with self.transaction() as db:
-                        migrate(db, self.path)
-        elif schema:  # a schema of the caller's own (the course's index experiments)
+        # A new queue is made here; an existing one is only completed when its table is
+        # current and unversioned (made by hand from sql.SCHEMA). create=False (a reader, an
+        # operator's command) writes nothing.
+        if schema == sql.SCHEMA and create and (found is None or version < sql.SCHEMA_VERSION):
+            with self.transaction() as db:
+                migrate(db, self.path)
+        elif schema and schema != sql.SCHEMA:  # the caller's own (the course's index experiments)
             self.db.executescript(schema)
 
     # -- transactions and errors -------------------------------------------------
