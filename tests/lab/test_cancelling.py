@@ -12,7 +12,8 @@ from labqueue.lab import cancelling
 def test_a_version_1_file_gains_the_cancelled_state_and_keeps_its_rows(tmp_path, capsys):
     lines = cancelling.upgrade_old_file(folder=tmp_path)
     assert lines[0] == "before: user_version 1, states ['queued', 'running', 'done', 'dead']"
-    assert lines[1] == "JobQueue(path) refused it: SchemaTooOld, run labqueue migrate"  # never migrated at open
+    # opening never migrates: the file is refused, then migrated
+    assert lines[1] == "JobQueue(path) refused it: SchemaTooOld, run labqueue migrate"
     assert lines[2].startswith(f"after migrate(path): user_version {sql.SCHEMA_VERSION},")
     assert "'cancelled'" in lines[2]
     assert lines[3].split(":", 1)[1].strip() == lines[4].split(":", 1)[1].strip()
