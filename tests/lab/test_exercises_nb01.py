@@ -14,3 +14,9 @@ def test_the_answers_race_real_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("LABQUEUE_WORK", str(tmp_path))
     verdict = module.check_one_statement(module.ONE_ANSWER)
     assert f"raced {module.N_JOBS} jobs" in verdict.message and "0 duplicates" in verdict.message
+
+
+def test_each_wrong_guarded_take_is_told_its_own_mistake():
+    on_running, not_sql = (module.check_guarded_take(w["take"]).message for w in module.WRONG["guarded_take"])
+    assert "could not claim a job with your UPDATE: it changed no row" in on_running
+    assert not_sql.startswith("your statement did not run")
