@@ -149,13 +149,13 @@ def _expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> 
 
 
 def _invocation(action: argparse.Action) -> str:
-    """How an argument is written: `--batch N`, `--strict`, `DB`."""
+    """How an argument is written, as code: `--batch N`, `--strict`, `DB`, `-h`, `--help`."""
     if not action.option_strings:
-        return str(action.metavar or action.dest)
+        return f"`{action.metavar or action.dest}`"
     value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
     if action.nargs == "?":
         value = f" [{value.strip()}]"
-    return ", ".join(f"{flag}{value}" for flag in action.option_strings)
+    return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
 
 
 def _choices(action: argparse.Action) -> str:
@@ -206,6 +206,16 @@ def command_parser() -> argparse.ArgumentParser:
         return cli.build_parser()
 
 
+def _arguments(parser: argparse.ArgumentParser) -> str:
+    """A parser's arguments as a table: how each is written, and its help."""
+    rows = [
+        f"| {_invocation(a)} | {_cell(_expanded_help(parser, a))}{_choices(a)} |"
+        for a in parser._actions
+        if not isinstance(a, argparse._SubParsersAction)
+    ]
+    return "| argument | what it does |\n| --- | --- |\n" + "\n".join(rows) + "\n"
+
+
 def cli_page() -> str:
     with _columns(100):
         return _cli_page()
@@ -225,6 +235,7 @@ def _cli_page() -> str:
         "Durations take a unit everywhere: `90s`, `15m`, `2h`, `1d`, `1w` (or plain seconds). A bad "
         "argument is a one-line usage error (exit code 2) naming the option and the value; labqueue's "
         "own errors are one line and exit code 1.\n",
+        _arguments(parser),
         "| command | what it does |\n| --- | --- |",
         *(f"| [`{name}`](#labqueue-{name}) | {_cell(helps.get(name, ''))} |" for name in action.choices),
         "",
@@ -242,12 +253,7 @@ def _cli_page() -> str:
         out.append(f"```text\n{sub.format_usage().strip()}\n```\n")
         if sub.description:
             out.append(f"```text\n{sub.description.strip()}\n```\n")
-        rows = [
-            f"| `{_invocation(a)}` | {_cell(_expanded_help(sub, a))}{_choices(a)} |"
-            for a in sub._actions
-            if not isinstance(a, argparse._HelpAction)
-        ]
-        out.append("| argument | what it does |\n| --- | --- |\n" + "\n".join(rows) + "\n")
+        out.append(_arguments(sub))
     return "\n".join(out)
 
 
@@ -271,12 +277,17 @@ def named_variables() -> dict[str, str]:
     each with the commands and options that read it."""
     parser = command_parser()
     action, _ = _subcommands(parser)
-    found: dict[str, list[str]] = {}
+    found: dict[str, dict[str, list[str]]] = {}
     for name, sub in action.choices.items():
         for a in sub._actions:
             for variable in re.findall(r"\$(LABQUEUE_[A-Z_]+)", a.help or ""):
-                found.setdefault(variable, []).append(f"`labqueue {name}` {_invocation(a).split(',')[0]}")
-    return {variable: ", ".join(where) for variable, where in found.items()}
+                found.setdefault(variable, {}).setdefault(_invocation(a), []).append(f"`{name}`")
+    return {
+        variable: "; ".join(
+            f"{argument} of `labqueue` {', '.join(names)}" for argument, names in where.items()
+        )
+        for variable, where in found.items()
+    }
 
 
 def settings_page() -> str:
