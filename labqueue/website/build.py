@@ -183,9 +183,13 @@ def guide_source(where: str, text: str, places: dict[str, str], repo: str) -> st
             return f"]({posixpath.relpath(places[target], posixpath.dirname(here) or '.')}{anchor})"
         return f"](https://github.com/{repo}/blob/HEAD/{target}{anchor})"
 
-    return RELATIVE_LINK.sub(relinked, text) + ASK.replace(
-        "](feedback.md)", f"]({posixpath.relpath('feedback.md', posixpath.dirname(here) or '.')})"
-    )
+    return RELATIVE_LINK.sub(relinked, text) + ask(here)
+
+
+def ask(place: str) -> str:
+    """The line saying where to ask, for the page at `place` in the site."""
+    feedback = posixpath.relpath("feedback.md", posixpath.dirname(place) or ".")
+    return ASK.replace("](feedback.md)", f"]({feedback})")
 
 
 def guide_sources(found: Sequence[Page], repo: str) -> dict[str, str]:
@@ -201,7 +205,8 @@ def guide_sources(found: Sequence[Page], repo: str) -> dict[str, str]:
         if (where.startswith("docs/package/") or where in GUIDE_PAGES) and where not in written
     }
     for name, text in reference.pages().items():
-        sources[f"package/reference/{name}.md"] = text
+        place = f"package/reference/{name}.md"
+        sources[place] = text + ask(place)
     return sources
 
 

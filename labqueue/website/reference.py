@@ -298,7 +298,7 @@ def settings_page() -> str:
         "variables, a worker process's command line and `worker.run` all derive from these fields, "
         "and this page is written from them. In code, `WorkerPool`, `start_worker`, `worker_command` "
         "and `labqueue.worker.run` take a `WorkerSettings` or any of its fields as keywords "
-        "(`run(q, batch=50)`).\n",
+        "(`run('jobs.db', 'w1', 30, batch=50)`).\n",
         "A variable stands in for its option where a container or unit file is easier to configure "
         "with the environment; an option on the command line wins. A variable is read only by the "
         "command that has its option, and only when the command line does not give it; a bad value "
