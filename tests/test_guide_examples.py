@@ -89,3 +89,44 @@ def test_every_python_block_of_the_examples_names_its_file(page):
     for language, body in blocks(page):
         if language == "python":
             assert FILE_NAME.match(body), (page.name, body[:60])
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """Each `labqueue ...` line of a shell block in README and the guide: (page, line)."""
+    pages = [
+        ROOT / "README.md",
+        ROOT / "docs" / "deploy.md",
+        *sorted((ROOT / "docs" / "package").rglob("*.md")),
+    ]
+    found = []
+    for page in pages:
+        for language, body in blocks(page):
+            if language in ("bash", "sh", "console"):
+                for line in body.splitlines():
+                    words = line.strip()
+                    while re.match(r"[A-Z_]+=\S+ ", words):  # VARIABLE=value before the command
+                        words = words.split(" ", 1)[1]
+                    if words.startswith("labqueue "):
+                        found.append((page.relative_to(ROOT).as_posix(), words))
+    return found
+
+
+def test_the_guide_shows_labqueue_commands():
+    assert len(command_lines()) >= 30
+
+
+@pytest.mark.parametrize(("page", "line"), command_lines())
+def test_every_labqueue_command_in_the_guide_parses(page, line):
+    """The command's own parser accepts each command the pages show: a renamed or removed
+    option, or a value it refuses, fails here (nothing is run)."""
+    import shlex
+
+    from labqueue.website.reference import command_parser
+
+    words = shlex.split(line.split(" < ")[0], comments=True)[1:]
+    if words[0] in ("bench", "chaos"):
+        pytest.skip("the tools parse their own arguments")
+    try:
+        command_parser().parse_args(words)
+    except SystemExit as exc:
+        pytest.fail(f"{page}: {line!r} is refused by labqueue's parser (exit {exc.code})")
