@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from labqueue import JobQueue
+from labqueue.website.reference import command_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "docs" / "package" / "quickstart.md"
@@ -119,10 +121,6 @@ def test_the_guide_shows_labqueue_commands():
 def test_every_labqueue_command_in_the_guide_parses(page, line):
     """The command's own parser accepts each command the pages show: a renamed or removed
     option, or a value it refuses, fails here (nothing is run)."""
-    import shlex
-
-    from labqueue.website.reference import command_parser
-
     words = shlex.split(line.split(" < ")[0], comments=True)[1:]
     if words[0] in ("bench", "chaos"):
         pytest.skip("the tools parse their own arguments")
