@@ -5,8 +5,6 @@ widget manager or MathJax is loaded from a CDN (a panel shows the readable HTML 
 saved with it), and the theme (furo) ships its own assets. Sphinx's search index is a local
 file, so the search box works without a server on the internet."""
 
-import re
-
 project = "labqueue: a durable job queue on one SQLite file"
 author = "the labqueue authors"
 extensions = ["myst_nb", "sphinx.ext.autodoc"]
@@ -32,20 +30,21 @@ myst_enable_extensions = ["colon_fence"]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
 
 # The package's reference (labqueue.website.reference): signatures and docstrings read from the
-# code at every build. Docstrings are plain text with `name` for code, as the project writes
-# them; autodoc reads them as reStructuredText, where a single backtick means something else.
+# code at every build. The docstrings are plain text, which autodoc would read as
+# reStructuredText: labqueue.website.docstrings writes them as such first.
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_class_signature = "mixed"
 autodoc_preserve_defaults = True
 add_module_names = False
-CODE = re.compile(r"(?<![`\w:])`([^`\n]+)`(?![`\w])")
 
 
-def code_in_backticks(app, what, name, obj, options, lines) -> None:
-    """A docstring's `name` as code (``name``), as the project means it."""
-    lines[:] = [CODE.sub(r"``\1``", line) for line in lines]
+def plain_text_docstring(app, what, name, obj, options, lines) -> None:
+    """The docstring's plain text as reStructuredText that says the same."""
+    from labqueue.website.docstrings import as_rst
+
+    lines[:] = as_rst(lines)
 
 
 def setup(app) -> None:
-    app.connect("autodoc-process-docstring", code_in_backticks)
+    app.connect("autodoc-process-docstring", plain_text_docstring)

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUPS = {
     "Opening a queue": ["open_queue", "JobQueue", "SCHEMA", "sqlite_report"],
     "Jobs": ["Job", "JobRecord"],
-    "Running jobs": ["handler", "KeepAlive", "start_worker", "kill_tree"],
+    "Running jobs": ["handler", "cancelled", "KeepAlive", "start_worker", "kill_tree"],
     "Testing": ["FakeClock"],
 }
 # What a name of labqueue.__all__ that is a value, not a class or function, holds: a value
