@@ -1,5 +1,8 @@
 """labqueue.website.docstrings: a plain-text docstring becomes reStructuredText that docutils
-reads without a warning and that says the same (the site is built with warnings as errors)."""
+reads without a warning and that says the same (the site is built with warnings as errors).
+
+In a folder of its own: it imports docutils, which the site needs and the course does not (the
+tests in tests/ itself are offered to learners on Binder, whose pins hold only what those import)."""
 
 from __future__ import annotations
 
