@@ -118,13 +118,13 @@ def test_a_guide_page_links_into_the_site_or_to_the_file_on_github():
     assert "[where to ask](../../feedback.md)" in page
 
 
-def test_every_link_of_the_guide_names_a_file_of_the_repository():
+def test_every_link_of_readme_and_the_guide_names_a_file_of_the_repository():
     """A link to a file that is no page of the site becomes a link to it on GitHub: it must exist."""
     from labqueue.website.reference import NAMES
 
     written = {f"docs/package/reference/{name}.md" for name in NAMES}  # made at build time
     broken = []
-    for where in build.site_places(build.pages()):
+    for where in ["README.md", *build.site_places(build.pages())]:  # README, the front page, too
         if where.endswith(".md") and where not in written:
             for match in build.RELATIVE_LINK.finditer((build.ROOT / where).read_text(encoding="utf-8")):
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(where), match["path"]))
