@@ -25,6 +25,8 @@ nb_mime_priority_overrides = [
     ("html", "text/latex", None),
 ]
 nb_merge_streams = True
+# Quotes and ellipses made typographic, never dashes: "--grace" in a help text is an option.
+smartquotes_action = "qe"
 myst_heading_anchors = 3  # glossary.md#lease and the like
 myst_enable_extensions = ["colon_fence"]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]

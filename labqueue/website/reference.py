@@ -79,9 +79,14 @@ def api_names() -> list[str]:
     return [name for name in labqueue.__all__ if name not in raised]
 
 
+# What Markdown would read as markup in a help text: a backslash, emphasis, HTML, a link.
+MARKDOWN_SPECIAL = re.compile(r"[\\*<>\[\]]")
+
+
 def _cell(text: str) -> str:
     """Text for a Markdown table cell: one line, its pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    said = MARKDOWN_SPECIAL.sub(lambda m: "\\" + m[0], " ".join(str(text).split()))
+    return said.replace("|", "\\|")
 
 
 def autodoc(directive: str, target: str, *options: str) -> str:
@@ -160,6 +165,21 @@ def _invocation(action: argparse.Action) -> str:
 
 def _choices(action: argparse.Action) -> str:
     return f" (one of {', '.join(f'`{c}`' for c in action.choices)})" if action.choices else ""
+
+
+def prose(text: str) -> str:
+    """A help text or docstring (plain text, wrapped anywhere) as Markdown paragraphs, which wrap
+    to the reader's screen: each paragraph joined into one line, its Markdown marks escaped; an
+    indented paragraph (an example) kept as it is, in a code block."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", inspect.cleandoc(text)):
+        lines = paragraph.splitlines()
+        if lines and all(line.startswith((" ", "\t")) for line in lines):
+            out.append("```text\n" + inspect.cleandoc(paragraph) + "\n```")
+        else:
+            joined = MARKDOWN_SPECIAL.sub(lambda m: "\\" + m[0], " ".join(line.strip() for line in lines))
+            out.append("\\" + joined if joined.startswith("#") else joined)
+    return "\n\n".join(out) + "\n"
 
 
 def _tool_help(module_name: str) -> str:
@@ -252,7 +272,7 @@ def _cli_page() -> str:
             continue
         out.append(f"```text\n{sub.format_usage().strip()}\n```\n")
         if sub.description:
-            out.append(f"```text\n{sub.description.strip()}\n```\n")
+            out.append(prose(sub.description))
         out.append(_arguments(sub))
     return "\n".join(out)
 
@@ -410,10 +430,9 @@ def metrics_page() -> str:
         out.append(f"| `{family['name']}` | {family['type']} | {labels} | {_cell(family['help'])} |")
     out.append("")
     out.append(
-        "What each one is for, and what it costs, in the module's own words "
-        "([`labqueue.metrics`](modules.md#labqueue-metrics)):\n"
+        "What each one is for, and what it costs, is in the module's own words on "
+        "[Submodules](modules.md#labqueue-metrics).\n"
     )
-    out.append(f"```text\n{inspect.getdoc(metrics)}\n```\n")
     return "\n".join(out)
 
 
