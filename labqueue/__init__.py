@@ -27,6 +27,8 @@ from .errors import (
     QueueBusy,
     QueueNotFound,
     SchemaTooNew,
+    SchemaTooOld,
+    ServerUnreachable,
     SQLiteTooOld,
     StorageFull,
     UnknownJobKind,
@@ -35,6 +37,7 @@ from .handlers import handler
 from .keepalive import KeepAlive
 from .procs import kill_tree, start_worker
 from .queue import Job, JobQueue, JobRecord
+from .renewal import cancelled
 from .versions import sqlite_report
 
 __all__ = [
@@ -61,8 +64,11 @@ __all__ = [
     "QueueNotFound",
     "SQLiteTooOld",
     "SchemaTooNew",
+    "SchemaTooOld",
+    "ServerUnreachable",
     "StorageFull",
     "UnknownJobKind",
+    "cancelled",
     "handler",
     "kill_tree",
     "open_queue",

@@ -171,9 +171,9 @@ def _json(text: str, where: str) -> Any:
 
 def open_existing(location: str, **settings: Any) -> Any:
     """The queue at `location` for a command that reads or changes it: never creates a file
-    or a queue (a queue of an older schema is upgraded in place, as every opening does),
-    and refuses a location that holds no queue, as a usage error. `settings` go to the queue
-    (the dashboard's shorter timeout)."""
+    or a queue and never writes its schema (a queue of an older schema is refused, naming
+    `labqueue migrate`), and refuses a location that holds no queue, as a usage error.
+    `settings` go to the queue (the dashboard's shorter timeout)."""
     try:
         if is_postgres_url(location):
             return open_queue(location, create=False, **settings)
@@ -728,6 +728,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--token", help="every request must carry this token (default $LABQUEUE_DASHBOARD_TOKEN)")
 
+    p = command(migrate, db_from_env=True)
+    p.add_argument("--dry-run", action="store_true", help="print the steps it would take; change nothing")
+    p.add_argument("--status", action="store_true", help="print what is applied and pending; change nothing")
+    p.add_argument(
+        "--contract",
+        action="store_true",
+        help="also the steps older labqueue versions cannot run beside (once none runs)",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        type=positive_duration,
+        default=5.0,
+        metavar="DURATION",
+        help="how long a step waits for a lock before it backs off and tries again (default 5 s)",
+    )
+    p.add_argument("--schema", metavar="NAME", help="PostgreSQL: the queue's schema (default labqueue)")
+
     for name, (_, help_text, _) in TOOLS.items():
         commands.add_parser(
             name,
@@ -735,6 +752,33 @@ def build_parser() -> argparse.ArgumentParser:
             add_help=False,
         )
     return parser
+
+
+def migrate(args: argparse.Namespace) -> int:
+    """Upgrade the queue's schema DB to this labqueue's, while it runs. Opening a queue
+    never migrates it: a queue older than this labqueue runs on is refused, naming this
+    command. Each step waits at most --lock-timeout for a lock, then backs off and tries
+    again; on PostgreSQL indexes are built CONCURRENTLY and each version is recorded in the
+    schema's labqueue_migrations table. --dry-run prints what it would do, --status what is
+    applied and pending. Expand steps (the default) leave the queue usable by the labqueue
+    version before this one; --contract also takes the steps that do not, once every
+    producer and worker runs this version (docs/package/howto/upgrades.md)."""
+    from . import migrate as migrating
+
+    if args.status or args.dry_run:
+        plan = migrating.migrate(args.db, dry_run=True, contract=args.contract, schema=args.schema)
+        for line in plan.lines():
+            print(redact(line, args.db))
+        return 0
+    plan = migrating.migrate(
+        args.db,
+        contract=args.contract,
+        lock_timeout=args.lock_timeout,
+        schema=args.schema,
+        say=lambda line: print(redact(line, args.db), flush=True),
+    )
+    print(redact(plan.summary(), args.db))
+    return 0
 
 
 def listen_host(text: str) -> str:

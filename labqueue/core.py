@@ -169,6 +169,9 @@ def kind_key(kind: str) -> str:
 
 # A claimed row as every driver returns it.
 ClaimedRow = tuple  # (id, kind, payload, attempts, max_attempts, lease_token, visible_at, key, limit)
+# What a key holds now: its running jobs with a live lease, and the strictest limit among
+# them (None when it runs none). Driver.held answers it per key; within_limits reads it.
+Held = tuple[int, "int | None"]
 CLAIMED_KEY = 7  # where a claimed row holds its concurrency key (and its limit, next)
 
 # What the queue hands a driver, checked and decided: each a small frozen record whose
@@ -329,10 +332,12 @@ class Driver(Protocol):
     # ((id, token) pairs) and a batch claim in one statement of its own, returning (ids
     # completed, claimed rows), or None when it cannot (PostgreSQL's sql.SETTLE).
     # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
-    # write lock already does), then their running jobs with a live lease, {key: n}
+    # write lock already does), then their running jobs with a live lease and the strictest
+    # limit among them, {key: (n, limit)}, leaving out the rows leased under `token`
     def lock_keys(self, keys: list[str]) -> None: ...  # (tx)
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]: ...  # (tx)
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]: ...
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]: ...
+    def claimed_by(self, token: str) -> list[ClaimedRow]: ...  # the running rows leased under `token`
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
     def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
@@ -471,7 +476,10 @@ class Queue:
     d: every lease and delay is d shorter, so a live job may be claimed by a second
     worker, whose new token fences the first one out. Back by d: they all last d longer.
     Either way nothing is lost or finished twice: complete, fail and heartbeat check the
-    token, never the clock, and a heartbeat renews the lease from the clock's reading."""
+    token, and a heartbeat renews the lease from the clock's reading. A job with a
+    concurrency key is the exception: its lease also holds a place of its key, which the
+    claim gives away when the lease ends, so past its deadline its holder's reports are
+    refused too (a keyed job's deadline is part of its fence)."""
 
     def __init__(self, driver: Driver, settings: dict[str, Any]) -> None:
         self._d = driver
@@ -671,10 +679,10 @@ class Queue:
 
     # -- consuming --------------------------------------------------------------
 
-    def _claim_params(self, worker: str, limit: int, scope: Scope) -> Claim:
+    def _claim_params(self, worker: str, limit: int, scope: Scope, token: str | None = None) -> Claim:
         now = self._now()
         lease_end = None if now is None else now + self.lease_seconds
-        token = new_token()
+        token = new_token() if token is None else validate.text("claim_token", token)
         return Claim(scope, now, self.lease_seconds, lease_end, token, worker, limit, LAST_ATTEMPT_EXPIRED)
 
     def _claimed(self, claim: Claim, *, batch: bool) -> list[Job]:
@@ -689,17 +697,14 @@ class Queue:
     def _fit_limits(self, rows: list[ClaimedRow], claim: Claim) -> list[ClaimedRow]:
         """claim()'s one statement leases before anything can count: two jobs of one key
         in a claim, or (on PostgreSQL) two workers' claims at the same moment, can take a
-        key past its limit. Counted again with the keys locked, the later ones go back,
-        queued and ready at once, their attempt returned (as release() does)."""
+        key past its limit. Counted again with the keys locked (this claim's own rows left
+        out), the later ones go back, queued and ready at once, their attempt returned (as
+        release() does)."""
         keys = keys_of(rows, CLAIMED_KEY)
         if not keys:
             return rows
         self._d.lock_keys(keys)
-        held = self._d.held(keys, claim.now)  # this claim's own jobs among them
-        for row in rows:
-            if row[CLAIMED_KEY] is not None:
-                held[row[CLAIMED_KEY]] -= 1
-        fit, over = within_limits(rows, CLAIMED_KEY, held)
+        fit, over = within_limits(rows, CLAIMED_KEY, self._d.held(keys, claim.now, claim.token))
         for row in over:
             self._d.release(Job(row[0], row[1], None, row[3], row[4], row[5], row[6]), claim.now)
         return fit
@@ -847,6 +852,23 @@ class Queue:
         failure = Failure(job.id, job.lease_token, stored_error(error), not retry, delay, retry_at, now)
         return self._d.fail(failure)
 
+    def fail_for_worker(self, job_id: int, worker: str, error: str) -> Literal["queued", "dead"] | None:
+        """Record a failure on behalf of `worker`, a process that can no longer report: its
+        supervisor (or watchdog) killed it past a handler's time limit. Fenced by the
+        worker's name and the running state, the token read and checked in the same
+        transaction: a job another worker took over since, or one finished, is left as it
+        is (None). Otherwise as fail(job, error): "queued" for a retry after backoff, or
+        "dead" on its last attempt."""
+        validate.job_id(job_id)
+        validate.text("worker", worker)
+        error = validate.text("error", error)
+        with self._tx():
+            row = self._d.job(job_id)
+            if row is None or row.state != "running" or row.worker != worker or not row.lease_token:
+                return None
+            job = Job(row.id, row.kind, None, row.attempts, row.max_attempts, row.lease_token, row.visible_at)
+            return self._fail(job, error, True, self._now())
+
     def backoff_delay(self, attempts: int) -> float:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
         up to backoff_cap. The doubling stops at the cap: 2 ** attempts is never
@@ -911,6 +933,8 @@ class Queue:
         claim_for: str | None = None,
         limit: int = 1,
         queues: Sequence[str] | None = None,
+        claim_token: str | None = None,
+        again: str | None = None,
     ) -> tuple[list[str], list[Job]]:
         """Report every job in `finished` in one write transaction and, when `claim_for`
         names a worker, claim its next batch of up to `limit` jobs in the same one.
@@ -924,7 +948,14 @@ class Queue:
         full disk) is never counted as a job's failure: it raises, nothing of the batch
         is saved, and the same reports can be settled again (each is fenced). An effect
         that tries to end the transaction raises EffectEndedTransaction and nothing of
-        the batch is saved, as complete() does."""
+        the batch is saved, as complete() does.
+
+        A settle repeated after a lost connection (its COMMIT may have reached the server
+        with the reply lost) passes `again`, the reporting worker's name, and the same
+        `claim_token` (the claim's lease token, chosen by the caller): the jobs an earlier
+        try claimed under it are returned rather than stranded, and a completion the
+        earlier try committed (the job done, last held by `again`) is reported "done",
+        not "lost"."""
         for report in finished:
             check_job(report.job)
         scope = None
@@ -934,37 +965,61 @@ class Queue:
             scope = self._scope(queues)
             if scope.name == "none":
                 scope = None
+        if again is not None:
+            earlier = self._earlier_try(finished, claim_token, again)
+            if earlier is not None:
+                return earlier
         one_call = getattr(self._d, "settle_in_one_call", None)
         if one_call is not None and all(r.error is None and r.effect is None for r in finished):
             now = self._now()
-            claim = None if scope is None else self._claim_params(claim_for or "", limit, scope)
+            claim = None if scope is None else self._claim_params(claim_for or "", limit, scope, claim_token)
             pairs = [(report.job.id, report.job.lease_token) for report in finished]
             settled = self._read(lambda: one_call(pairs, now, claim) if pairs or claim else ([], []))
             if settled is not None:
                 done = set(settled[0])
-                outcomes = self._read(lambda: [self._plain_outcome(r.job, done) for r in finished])
+                outcomes = self._read(lambda: [self._plain_outcome(r.job, done, again) for r in finished])
                 return outcomes, self._claimed_jobs(settled[1], claim)
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
             outcomes = [
-                self._plain_outcome(r.job, done)
+                self._plain_outcome(r.job, done, again)
                 if r.error is None and r.effect is None
-                else self._settle_one(r, now)
+                else self._settle_one(r, now, again)
                 for r in finished
             ]
             if scope is None:
                 return outcomes, []
-            claim = self._claim_params(claim_for or "", limit, scope)
+            claim = self._claim_params(claim_for or "", limit, scope, claim_token)
             rows = self._d.claim(claim, batch=True)
         return outcomes, self._claimed_jobs(rows, claim)
 
-    def _plain_outcome(self, job: Job, done: set[int]) -> str:
+    def _earlier_try(
+        self, finished: Sequence[Finished], token: str | None, worker: str
+    ) -> tuple[list[str], list[Job]] | None:
+        """What an earlier try of this settle committed, if it did: it claimed the jobs
+        now running under `token` (found: it committed, reports and all), so each report
+        reads its outcome back. None when nothing shows it committed: settle again."""
+        rows = [] if token is None else self._read(lambda: self._d.claimed_by(token))
+        if not rows:
+            return None
+        outcomes = self._read(lambda: [self._outcome_of(report.job, worker) for report in finished])
+        return outcomes, self._claimed_jobs(rows, None)
+
+    def _outcome_of(self, job: Job, worker: str) -> str:
+        """A report an earlier try committed: the job's state as it stands ("done",
+        "queued", "dead", "cancelled"), or "lost" if another worker holds it now."""
+        record = self._d.job(job.id)
+        if record is None or record.state == "running" or record.worker != worker:
+            return "lost"
+        return record.state
+
+    def _plain_outcome(self, job: Job, done: set[int], again: str | None = None) -> str:
         """A plain completion's outcome, given the ids its statement completed."""
         if job.id in done:
             done.remove(job.id)  # a job reported twice is done once
             return "done"
-        return self._why_lost(job)
+        return self._why_lost(job, again)
 
     def _claimed_jobs(self, rows: list[ClaimedRow], claim: Claim | None) -> list[Job]:
         """A batch claim's rows as jobs, read after COMMIT so the write lock is not held
@@ -988,15 +1043,15 @@ class Queue:
             done.update(self._d.complete_many(ids, token, now))
         return done
 
-    def _settle_one(self, report: Finished, now: float | None) -> str:
+    def _settle_one(self, report: Finished, now: float | None, again: str | None = None) -> str:
         job, d = report.job, self._d
         if report.error is not None:
-            return self._fail(job, report.error, report.retry, now) or self._why_lost(job)
+            return self._fail(job, report.error, report.retry, now) or self._why_lost(job, again)
         if report.effect is None:
-            return "done" if d.complete(job, now) else self._why_lost(job)
+            return "done" if d.complete(job, now) else self._why_lost(job, again)
         with d.savepoint() as undo:
             if not d.complete(job, now):
-                return self._why_lost(job)
+                return self._why_lost(job, again)
             try:
                 d.run_effect(job, report.effect)
                 return "done"
@@ -1007,11 +1062,14 @@ class Queue:
                     raise  # the database's failure, not the job's: the batch rolls back
                 error = f"{type(exc).__name__}: {exc}"
             undo()  # this job's completion and effect are undone, no other job's
-        return self._fail(job, error, True, now) or self._why_lost(job)
+        return self._fail(job, error, True, now) or self._why_lost(job, again)
 
-    def _why_lost(self, job: Job) -> str:
+    def _why_lost(self, job: Job, again: str | None = None) -> str:
         """A report refused by the fence: "cancelled" if the job was cancelled, else "lost"
-        (another worker holds it now, or it was retired). Read on the rare path only."""
+        (another worker holds it now, or it was retired). Read on the rare path only. A
+        settle tried `again` by that worker reads back what its earlier try committed."""
+        if again is not None:
+            return self._outcome_of(job, again)
         return "cancelled" if self._d.state_of(job.id) == "cancelled" else "lost"
 
     def extend(self, jobs: Sequence[Job]) -> list[Job]:
@@ -1433,20 +1491,28 @@ def keys_of(rows: Sequence[tuple], at: int) -> list[str]:
     return sorted({row[at] for row in rows if row[at] is not None})
 
 
-def within_limits(rows: Sequence[tuple], at: int, held: dict[str, int]) -> tuple[list, list]:
+def within_limits(rows: Sequence[tuple], at: int, held: dict[str, Held]) -> tuple[list, list]:
     """The concurrency rule: split `rows` (in claim order; a row's key at index `at`, its
-    limit at `at + 1`) into those that may run and those that must wait, given `held`, the
-    running jobs with a live lease of each key besides these rows. A job may start while
-    its key has fewer running jobs than its limit; a job without a key always may.
-    Both drivers' batch claims apply it before they lease; claim() after (_fit_limits)."""
-    running = dict(held)
+    limit at `at + 1`) into those that may run and those that must wait, given `held`: per
+    key, the running jobs with a live lease besides these rows and the strictest limit among
+    them. A job may start while its key runs fewer jobs than its own limit and than the
+    limit of every job of the key running now, so each job's limit holds for as long as it
+    runs: a key never runs more jobs than the strictest limit among its running jobs. A job
+    without a key always may. Both drivers' batch claims apply it before they lease;
+    claim() after (_fit_limits)."""
+    running = {key: n for key, (n, _) in held.items()}
+    strictest = {key: most for key, (_, most) in held.items()}
     fit, over = [], []
     for row in rows:
         key = row[at]
         if key is None:
             fit.append(row)
-        elif running.get(key, 0) < row[at + 1]:
+            continue
+        most = strictest.get(key)
+        bound = row[at + 1] if most is None else min(most, row[at + 1])
+        if running.get(key, 0) < bound:
             running[key] = running.get(key, 0) + 1
+            strictest[key] = bound
             fit.append(row)
         else:
             over.append(row)

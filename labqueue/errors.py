@@ -31,6 +31,11 @@ class SchemaTooNew(LabqueueError):
     """The file's schema version is newer than this labqueue knows; it was not touched."""
 
 
+class SchemaTooOld(LabqueueError):
+    """The queue's schema is older than this labqueue runs on; it was not touched. Opening
+    never migrates an existing queue: `labqueue migrate DB|URL` does, while it runs."""
+
+
 class ForeignDatabase(LabqueueError):
     """The file belongs to another application in a way labqueue cannot share; it was
     not touched."""
@@ -52,6 +57,12 @@ class ConnectionLost(LabqueueError, ConnectionError):
     """The connection to a database server was lost (a restart, a terminated session, a
     network failure). What the transaction wrote was rolled back unless its COMMIT had
     reached the server; every lease stays fenced, so reconnect() and retrying is safe."""
+
+
+class ServerUnreachable(CannotOpen, ConnectionLost):
+    """A database server could not be reached when a queue was opened (it is down,
+    restarting, or the network is): a CannotOpen that a worker starting up waits out and
+    retries, as a running one does a ConnectionLost (labqueue.reconnect)."""
 
 
 class StorageFull(LabqueueError):

@@ -24,6 +24,7 @@ from . import validate
 from .core import KIND_LIMITS
 from .errors import HandlersNotLoaded, InvalidArgument, NoHandlers
 from .queue import Effect, Job, JobQueue
+from .renewal import time_limit
 
 Handler = Callable[[Job, JobQueue], "Effect | None"]
 
@@ -49,7 +50,7 @@ def handler(
     else for the kind as a whole. It applies to jobs enqueued, without a key or limit of
     their own, in a process where this handler is registered: import the handlers'
     module where jobs are enqueued too."""
-    limit = None if timeout is None else validate.positive("timeout", timeout)
+    limit = time_limit(timeout)
     most = None if concurrency_limit is None else validate.concurrency_limit(concurrency_limit)
     if concurrency_key is not None and not callable(concurrency_key):
         raise InvalidArgument(

@@ -23,10 +23,10 @@ from types import FrameType
 from typing import Any
 
 from . import validate
-from .attribution import RunningSlot, note_crash
+from .attribution import RunningSlot, fail_timed_out, note_crash
 from .errors import InvalidArgument
 from .procs import kill_tree, worker_command, worker_environment
-from .renewal import EXIT_TIMED_OUT
+from .renewal import EXIT_CANCELLED, EXIT_TIMED_OUT
 from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, worker_settings
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,9 @@ class Worker:
     proc: subprocess.Popen
     started: float  # time.time() at the start
     ended: float | None = None
-    running: RunningSlot | None = field(default=None, repr=False)  # which job runs (note_crashes)
+    running: RunningSlot | None = field(default=None, repr=False)  # which job runs, and its time limit
     last_running: int | None = None  # the job whose handler ran when it ended, read at reap()
+    timed_out: tuple[int, float] | None = None  # (job, limit) it was killed for, past the limit
 
     @property
     def pid(self) -> int:
@@ -85,6 +86,8 @@ def exit_reason(returncode: int | None) -> str:
         return "running"
     if returncode == EXIT_TIMED_OUT:
         return f"exit code {returncode}: a job ran past its time limit"
+    if returncode == EXIT_CANCELLED:
+        return f"exit code {returncode}: a cancelled job's handler ran on"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
@@ -235,12 +238,33 @@ class WorkerPool:
                 self.ended.append(w)
                 gone.append(w)
                 level = logging.WARNING if w.crashed else logging.INFO
-                log.log(level, "worker %s (pid %d) ended: %s", w.name, w.pid, exit_reason(w.returncode))
+                how = exit_reason(w.returncode)
+                if w.timed_out is not None:
+                    how += f", by its supervisor: job {w.timed_out[0]} ran past its time limit"
+                log.log(level, "worker %s (pid %d) ended: %s", w.name, w.pid, how)
         return gone
 
+    def enforce_time_limits(self, now: float | None = None) -> list[Worker]:
+        """Kill every worker whose running handler is past its time limit plus KILL_GRACE
+        (its own renewal thread did not stop it: a handler holding the GIL in C, a process
+        frozen), with everything it started, and fail its job "timed out" for it. Returns
+        the workers killed; reap() or check() then sees them gone."""
+        killed = []
+        for w in self.workers:
+            over = None if w.running is None or w.proc.poll() is not None else w.running.overdue(now)
+            if over is None:
+                continue
+            pids = kill_tree(w.proc)
+            w.timed_out = over
+            killed.append(w)
+            if self.path is not None:
+                fail_timed_out(self.path, w.name, *over, pid=w.pid, killed=len(pids))
+        return killed
+
     def check(self) -> list[Worker]:
-        """reap(), then restart every worker that crashed (a clean exit, such as an idle
-        exit, leaves its slot empty). Returns the workers that ended."""
+        """Enforce the time limits, reap(), then restart every worker that crashed (a clean
+        exit, such as an idle exit, leaves its slot empty). Returns the workers that ended."""
+        self.enforce_time_limits()
         gone = self.reap()
         for w in gone:
             if w.crashed and w.slot < self.size:
@@ -299,8 +323,8 @@ class WorkerPool:
         if self.new_session and os.name == "posix":
             options["start_new_session"] = True
         running = None
-        if self.note_crashes and self.path is not None and self.command is None:
-            running = RunningSlot()  # the worker says which job runs, for the crash note
+        if self.path is not None and self.command is None:
+            running = RunningSlot()  # the worker says which job runs: for its time limit and the crash note
             options["env"] = {**options["env"], **running.environment()}
             options["pass_fds"] = (*options.get("pass_fds", ()), running.fd)
         try:
@@ -378,6 +402,7 @@ class WorkerPool:
             if asked_at is None:
                 self.check()
             else:
+                self.enforce_time_limits()
                 self.reap()
                 if grace is not None and time.monotonic() - asked_at > grace:
                     signals.count = max(signals.count, 2)

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 import psutil
@@ -27,19 +27,20 @@ class HasPid(Protocol):
     def pid(self) -> int | None: ...  # read only: Popen's int and Process's int | None both fit
 
 
-def kill_tree(proc: HasPid | int, *, timeout: float = 10.0) -> list[int]:
+def kill_tree(proc: HasPid | int, *, timeout: float = 10.0, spare: Collection[int] = ()) -> list[int]:
     """A hard kill of a process and all its descendants, on every platform.
 
     The tree is frozen first, so nothing in it can start a new child between the
     listing and the kill; no except or finally block runs anywhere in it. Accepts a
     Popen, a multiprocessing.Process or a pid, reaps a Popen, and returns the pids
-    it killed (an already-finished process gives an empty list)."""
+    it killed (an already-finished process gives an empty list). The processes in
+    `spare` (a watchdog killing the worker that started it) are neither frozen nor killed."""
     pid = proc if isinstance(proc, int) else proc.pid
     if pid is None:
         raise ValueError("kill_tree: this process was never started")
     try:
         root = psutil.Process(pid)
-        tree = _freeze_tree(root)
+        tree = _freeze_tree(root, set(spare))
     except psutil.NoSuchProcess:
         tree = []
     for p in tree:
@@ -55,11 +56,11 @@ def kill_tree(proc: HasPid | int, *, timeout: float = 10.0) -> list[int]:
     return [p.pid for p in tree]
 
 
-def _freeze_tree(root: psutil.Process) -> list[psutil.Process]:
+def _freeze_tree(root: psutil.Process, spare: set[int]) -> list[psutil.Process]:
     frozen: dict[int, psutil.Process] = {}
     while True:
         found = [root, *root.children(recursive=True)] if root.is_running() else []
-        fresh = [p for p in found if p.pid not in frozen]
+        fresh = [p for p in found if p.pid not in frozen and p.pid not in spare]
         if not fresh:
             return list(frozen.values())
         for p in fresh:

@@ -59,8 +59,19 @@ class Reconnector:
             except ConnectionLost as lost:
                 self.recover(lost)
 
-    def recover(self, lost: ConnectionLost) -> None:
-        """Reconnect, or raise `lost` once the limit is used up (or a stop was asked for)."""
+    def first_open(self, opener: Callable[[], T]) -> T:
+        """`opener()`'s queue, waiting out a server that cannot be reached yet (ServerUnreachable,
+        a ConnectionLost) as a lost connection is: the same backoff and limit. The opened
+        queue becomes the one later calls reconnect."""
+        try:
+            self.queue = opener()
+        except ConnectionLost as lost:
+            self.queue = self.recover(lost, again=opener)
+        return self.queue
+
+    def recover(self, lost: ConnectionLost, again: Callable[[], Any] | None = None) -> Any:
+        """Reconnect (or call `again`, returning what it returns), or raise `lost` once the
+        limit is used up (or a stop was asked for)."""
         self.losses += 1
         limit = "no limit" if self.limit is None else f"at most {self.limit} attempt(s)"
         self.log.warning("worker %s: %s; reconnecting with backoff (%s)", self.name, _first_line(lost), limit)
@@ -72,9 +83,9 @@ class Reconnector:
             if self.stopping():
                 break
             try:
-                self.queue.reconnect()
-            except ConnectionLost as again:
-                self.log.debug("worker %s: reconnect attempt %d failed: %s", self.name, attempt, again)
+                result = self.queue.reconnect() if again is None else again()
+            except ConnectionLost as failed:
+                self.log.debug("worker %s: reconnect attempt %d failed: %s", self.name, attempt, failed)
                 continue
             self.log.warning(
                 "worker %s: reconnected after %d attempt(s), %.1f s",
@@ -82,7 +93,7 @@ class Reconnector:
                 attempt,
                 time.monotonic() - began,
             )
-            return
+            return result
         raise lost
 
     def _wait(self, seconds: float) -> None:

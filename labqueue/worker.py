@@ -28,13 +28,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from . import handlers as registry
 from . import heap, joblog
 from .attribution import running_publisher
 from .backends import open_queue
-from .core import DATABASE_FAILURES
+from .core import DATABASE_FAILURES, new_token
 from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
 from .errors import LabqueueError, NoHandlers, UnknownJobKind
@@ -43,7 +43,7 @@ from .joblog import configure_logging, job_fields, queue_of
 from .queue import Finished, Job, JobQueue
 from .reconnect import Reconnector
 from .redaction import guard_logging, redact
-from .renewal import Holding, Renewer, renewal_queue
+from .renewal import Closed, Holding, Renewer, renewal_queue, watch
 from .schedule import Scheduler
 from .settings import (
     DEFAULT_COMMIT_INTERVAL,
@@ -53,6 +53,7 @@ from .settings import (
 )
 from .unknown_kinds import give_back_unknown
 from .wakeup import SAFETY_POLL
+from .watchdog import Watchdog
 
 log = logging.getLogger("labqueue.worker")  # the same name when run as __main__
 log.addHandler(logging.NullHandler())  # silent unless the program configures logging (main() does)
@@ -257,7 +258,8 @@ def work_batch(
     call: Callable[..., Any] = lambda action, *args, **kwargs: action(*args, **kwargs),
     worker: str | None = None,
     held: Holding | None = None,
-    publish: Callable[[int | None], None] | None = None,
+    publish: Callable[..., None] | None = None,
+    limit_for: Callable[[str], float | None] = lambda kind: None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -271,12 +273,15 @@ def work_batch(
     database call goes through `call` (the worker's Reconnector.call: after a lost
     connection it reconnects and repeats the call, which the fences make safe). What the
     batch holds is published in `held`, for the worker's renewal thread (labqueue.renewal):
-    a few attribute writes per job; and the running job's id to `publish`, for the
-    supervisor's note should the process die (labqueue.attribution.RunningSlot)."""
+    a few attribute writes per job; and the running job's id and time limit (`limit_for`
+    its kind) to `publish`, for the supervisor, which kills a handler stuck past its limit
+    and notes which job ran should the process die (labqueue.attribution.RunningSlot)."""
     finished: list[Finished] = []
-    pending = call(give_back_unknown, q, batch, handlers, worker=worker)  # kinds this worker cannot run
     held = Holding() if held is None else held
-    held.pending, held.finished = pending, finished
+    pending = held.pending  # one list, emptied in place by the renewal thread's give-back
+    pending[:] = call(give_back_unknown, q, batch, handlers, worker=worker)  # kinds it cannot run
+    held.finished = finished
+    lock = held.lock
     timings: dict[int, tuple[float, float]] = {}  # job id: (when it ended, how long it ran)
     last_commit = monotonic()
     ran = 0
@@ -284,14 +289,23 @@ def work_batch(
 
     def report(claim: tuple | None = None) -> list[Job]:
         nonlocal finished, last_commit
-        worker, size, *scope = claim if claim is not None else (None, 1)
-        outcomes, nxt = call(
-            q.settle, finished, claim_for=worker, limit=size, queues=scope[0] if scope else None
-        )
+        claimer, size, *scope = claim if claim is not None else (None, 1)
+        token, tries = new_token(), 0  # the claim's token is ours: a retry finds what it took
+
+        def settle() -> tuple[list[str], list[Job]]:
+            nonlocal tries
+            tries += 1
+            again = (worker or claimer) if tries > 1 else None  # a retry, after a lost connection
+            queues = scope[0] if scope else None
+            return q.settle(
+                finished, claim_for=claimer, limit=size, queues=queues, claim_token=token, again=again
+            )
+
+        outcomes, nxt = call(settle)
         quiet = not log.isEnabledFor(joblog.success_level)  # then a plain success has no line
         for done, outcome in zip(finished, outcomes, strict=True):
             if not (quiet and outcome == "done" and done.error is None):
-                _log_outcome(q, done, outcome, worker=worker, timing=timings.get(done.job.id))
+                _log_outcome(q, done, outcome, worker=claimer, timing=timings.get(done.job.id))
         timings.clear()  # it held the jobs just reported, and no others
         finished, last_commit = [], monotonic()
         held.finished = finished
@@ -300,20 +314,30 @@ def work_batch(
     half_lease = q.lease_seconds / 2
     while pending:
         if stop.requested and ran > 0:  # the job in hand runs; the rest are given back
-            call(q.release, pending)
+            call(q.release, held.take_pending())
             break
         if pending[0].lease_expires_at - queue_now() < half_lease:
             if finished:
                 report()
-            pending = held.pending = call(q.extend, pending)
-            queue_now = call(_batch_clock, q, pending, monotonic)
+            kept = call(q.extend, held.take_pending())
+            pending += kept
+            queue_now = call(_batch_clock, q, kept, monotonic)
             continue
-        job, began = pending.pop(0), monotonic()
-        held.running = (job, began)
+        with lock:  # the renewal thread may have given the rest back, or closed the worker
+            if held.closed:
+                _parked(held)
+            if not pending:
+                break
+            job, began = pending.pop(0), monotonic()
+            held.running = (job, began)
         if publish is not None:
-            publish(job.id)
-        finished.append(run_handler(q, job, handlers))
-        held.running = None
+            publish(job.id, limit_for(job.kind))
+        result = run_handler(q, job, handlers)
+        with lock:
+            held.running = None
+            if held.closed:  # timed out or stopped as it ran: the thread reports it, not us
+                _parked(held)
+            finished.append(result)
         if publish is not None:
             publish(None)
         ended = monotonic()
@@ -322,6 +346,17 @@ def work_batch(
         if pending and ended - last_commit >= commit_interval:
             report()
     return ran, report(None if stop.requested else claim_for(ran))
+
+
+def _parked(held: Holding) -> NoReturn:
+    """The renewal thread has taken over (a time-out): it reports and ends the process.
+    Wait for that; where the process is not ended (a test's exit), stop the loop."""
+    held.lock.release()
+    try:
+        held.resume.wait()
+    finally:
+        held.lock.acquire()
+    raise Closed("the renewal thread stopped this worker")
 
 
 def run(
@@ -335,7 +370,8 @@ def run(
     max_jobs: int | None = None,
     handlers: Mapping[str, registry.Handler] | None = None,
     sleep: Callable[[float], None] | None = None,
-    publish: Callable[[int | None], None] | None = None,
+    publish: Callable[..., None] | None = None,
+    spare: Callable[[], Sequence[int]] = tuple,
     **options: Any,
 ) -> int:
     """Work until idle for `idle_exit` seconds (None: until stopped), `max_jobs` are
@@ -383,6 +419,7 @@ def run(
         handlers=handlers,
         sleep=sleep,
         publish=publish,
+        spare=spare,
     )
     return loop.run()
 
@@ -412,7 +449,8 @@ class WorkerLoop:
         max_jobs: int | None = None,
         handlers: Mapping[str, registry.Handler] | None = None,
         sleep: Callable[[float], None] | None = None,
-        publish: Callable[[int | None], None] | None = None,
+        publish: Callable[..., None] | None = None,
+        spare: Callable[[], Sequence[int]] = tuple,
     ) -> None:
         settings = WorkerSettings() if settings is None else settings  # checked when made
         self.settings = settings
@@ -437,6 +475,7 @@ class WorkerLoop:
             worker=worker_id,
             job_timeout=settings.job_timeout,
             limits=registry.TIMEOUTS,
+            spare=spare,
         )
         self.handled = 0  # jobs run to an outcome
         self.jobs: list[Job] = []  # the batch in hand: claimed, not run yet
@@ -446,7 +485,7 @@ class WorkerLoop:
     def run(self) -> int:
         """Work until should_stop() or idle_exit_due(); returns the number of jobs handled."""
         try:
-            with open_queue(self.path, lease_seconds=self.lease_seconds, **self.options) as q:
+            with self.open() as q:
                 self.start(q)
                 while True:
                     self.tick_schedules()
@@ -473,6 +512,20 @@ class WorkerLoop:
         log.info("worker %s stopped (%s) after %d job(s)", self.worker_id, self.why, self.handled)
         return self.handled
 
+    def open(self) -> Any:
+        """The queue, opened as a running worker reconnects: a server that cannot be reached
+        yet is waited for with backoff, within reconnect_limit (labqueue.reconnect)."""
+        self.reconnector = Reconnector(
+            None,
+            name=self.worker_id,
+            limit=self.reconnect_limit,
+            log=log,
+            stopping=lambda: self.stop.requested,
+        )
+        return self.reconnector.first_open(
+            lambda: open_queue(self.path, lease_seconds=self.lease_seconds, **self.options)
+        )
+
     def start(self, q: Any) -> None:
         """Say the worker is up, then get ready on the open queue (a file, or a postgresql://
         URL): calls that reconnect, the renewal thread, the wake-up hint, a stop that ends
@@ -486,9 +539,8 @@ class WorkerLoop:
             "runs until stopped" if self.idle_exit is None else f"leaves after {self.idle_exit:g} s idle",
         )
         stop = self.stop
-        self.call = Reconnector(
-            q, name=self.worker_id, limit=self.reconnect_limit, log=log, stopping=lambda: stop.requested
-        ).call
+        self.call = self.reconnector.call
+        watch(self.renewer.held)  # labqueue.cancelled(job) reads it
         self.renewer.start()  # by real time: it renews nothing until a handler runs a sixth of a lease
         # Waiting for hints replaces the poll; a sleep passed in (tests) keeps polling.
         self.listening = self.wake and self.sleep is None and self.call(q.listen)
@@ -592,6 +644,7 @@ class WorkerLoop:
             call=self.call,
             held=self.renewer.held,
             publish=self.publish,
+            limit_for=self.renewer.limit_for,
         )
         self.handled += ran
 
@@ -659,6 +712,12 @@ def main(argv: list[str] | None = None) -> int:
     except NoHandlers as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
+    watchdog = None
+    if publish is None and (settings.job_timeout is not None or registry.TIMEOUTS):
+        # No supervisor reads a slot of ours: a watchdog process keeps the time limits from
+        # outside, for a handler that holds the GIL and so stops the renewal thread too.
+        watchdog = Watchdog(args.db, args.worker_id).start()
+        publish = watchdog.publisher()
     stop = StopFlag()
     stop.install()
     try:
@@ -670,12 +729,16 @@ def main(argv: list[str] | None = None) -> int:
             settings,
             stop=stop,
             publish=publish,
+            spare=tuple if watchdog is None else watchdog.pids,
         )
     except ForcedShutdown:
         return 1
     except LabqueueError as exc:  # a bad file, a lock held too long: one line, not a traceback
         log.error("worker %s stopped: %s", args.worker_id, redact(exc, args.db))
         return 1
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
     return 0
 
 

@@ -161,8 +161,18 @@ def test_a_version_4_file_gains_the_key_columns_and_keeps_its_jobs(tmp_path):
 
 def test_within_limits_keeps_the_first_jobs_of_each_key_in_claim_order():
     rows = [(1, "a", 2), (2, None, None), (3, "a", 2), (4, "a", 2), (5, "b", 1), (6, "b", 1)]
-    fit, over = within_limits(rows, 1, {"a": 1})
+    fit, over = within_limits(rows, 1, {"a": (1, 3)})
     assert [r[0] for r in fit] == [1, 2, 5] and [r[0] for r in over] == [3, 4, 6]
+
+
+def test_within_limits_holds_a_key_to_the_strictest_limit_of_its_running_jobs():
+    rows = [(1, "a", 3), (2, "a", 1), (3, "a", 3), (4, "b", 3)]
+    # a runs one job whose limit is 2: job 1 makes two; job 2 (limit 1) and job 3 must wait
+    assert [r[0] for r in within_limits(rows, 1, {"a": (1, 2)})[0]] == [1, 4]
+    # a runs nothing: job 1 (limit 3) starts; job 2 (limit 1) may not join it, job 3 may
+    assert [r[0] for r in within_limits(rows, 1, {"a": (0, None)})[0]] == [1, 3, 4]
+    # job 2 (limit 1) first: it runs alone, and job 3 may not join it
+    assert [r[0] for r in within_limits(rows[1:], 1, {})[0]] == [2, 4]
 
 
 ACTIONS = st.lists(
@@ -182,7 +192,7 @@ ACTIONS = st.lists(
 def test_no_key_ever_runs_more_live_jobs_than_its_limit(make_queue, clock, actions):
     """Random enqueues, claims (single and batch), completions and clock steps: after every
     step no key holds more live leases than the smallest limit its running jobs carry, and
-    every ready job left behind is one whose key is full."""
+    every ready job left behind is one whose key is full for it."""
     q = make_queue()
     q.db.execute("DELETE FROM jobs")
     held: list = []
@@ -200,15 +210,16 @@ def test_no_key_ever_runs_more_live_jobs_than_its_limit(make_queue, clock, actio
         now = clock()
         live = [r for r in q.jobs(state="running") if r.visible_at > now and r.concurrency_key]
         for key, n in Counter(r.concurrency_key for r in live).items():
-            assert n <= max(r.concurrency_limit for r in live if r.concurrency_key == key), (key, live)
+            assert n <= min(r.concurrency_limit for r in live if r.concurrency_key == key), (key, live)
     if not q.claim("w", limit=1000):  # whatever is still ready waits on a full key
         now = clock()
-        live = Counter(
-            r.concurrency_key for r in q.jobs(state="running") if r.visible_at > now and r.concurrency_key
-        )
+        running = [r for r in q.jobs(state="running") if r.visible_at > now and r.concurrency_key]
+        live = Counter(r.concurrency_key for r in running)
         for r in q.jobs(state="queued"):
             if r.visible_at <= now:
-                assert r.concurrency_key is not None and live[r.concurrency_key] >= r.concurrency_limit
+                limits = [j.concurrency_limit for j in running if j.concurrency_key == r.concurrency_key]
+                assert r.concurrency_key is not None
+                assert live[r.concurrency_key] >= min([r.concurrency_limit, *limits])
 
 
 # -- what an operator sees ----------------------------------------------------------------

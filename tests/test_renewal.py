@@ -18,18 +18,31 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from cli_helpers import wait_for
 
+import labqueue
 from labqueue import handlers as registry
-from labqueue import open_queue
+from labqueue import open_queue, renewal
+from labqueue.attribution import RunningSlot
 from labqueue.core import Finished
 from labqueue.environment import worker_defaults
 from labqueue.errors import InvalidArgument
 from labqueue.pool import WorkerPool, exit_reason
-from labqueue.renewal import EXIT_TIMED_OUT, SQLITE_SECOND_CONNECTION, Holding, Renewer, renewal_queue
+from labqueue.renewal import (
+    EXIT_CANCELLED,
+    EXIT_TIMED_OUT,
+    KILL_GRACE,
+    SQLITE_SECOND_CONNECTION,
+    Closed,
+    Holding,
+    Renewer,
+    renewal_queue,
+    watch,
+)
 from labqueue.settings import WorkerSettings
 from labqueue.worker import StopFlag, work_batch
 
@@ -67,6 +80,7 @@ def test_a_handler_running_a_sixth_of_the_lease_gets_every_lease_the_worker_hold
     opened: list = []
     r = renewer(make_queue, opened)
     r.held.running, r.held.pending, r.held.finished = (running, 100.0), [waiting], [Finished(done)]
+    held = [done, running]
     claimed_until = deadlines(q, batch)
 
     clock.advance(4.9)
@@ -75,22 +89,24 @@ def test_a_handler_running_a_sixth_of_the_lease_gets_every_lease_the_worker_hold
 
     clock.advance(0.1)
     r.check(105.0)
-    assert deadlines(q, batch) == [clock() + LEASE] * 3  # the running, the unstarted, the unreported
+    assert deadlines(q, held) == [clock() + LEASE] * 2  # the running and the unreported
     assert r.renewals == 1 and len(opened) == 1
+    # the first renewal gives back the job not started: other workers take it now
+    assert (q.job(waiting.id).state, q.job(waiting.id).attempts) == ("queued", 0) and r.held.pending == []
 
     clock.advance(5)
     r.check(110.0)  # renewed 5 s ago: not again until a third of the lease has passed
-    assert deadlines(q, batch) == [clock() - 5 + LEASE] * 3
+    assert deadlines(q, held) == [clock() - 5 + LEASE] * 2
 
     clock.advance(5)
     r.check(115.0)
-    assert deadlines(q, batch) == [clock() + LEASE] * 3 and r.renewals == 2
+    assert deadlines(q, held) == [clock() + LEASE] * 2 and r.renewals == 2
 
     r.held.running = None  # between handlers, or idle: nothing to renew
     clock.advance(20)
     r.check(135.0)
     assert r.renewals == 2 and len(opened) == 1
-    assert {q.job(job.id).state for job in batch} == {"running"}
+    assert {q.job(job.id).state for job in held} == {"running"}
 
 
 def test_a_new_handler_is_renewed_a_sixth_of_a_lease_after_it_starts_whatever_came_before(make_queue, clock):
@@ -120,7 +136,9 @@ def test_renewal_never_extends_a_job_another_worker_took_over(make_queue, clock)
     record = q.job(running.id)
     assert (record.worker, record.lease_token) == ("w2", taken.lease_token)
     assert record.visible_at == taken.lease_expires_at
-    assert q.job(waiting.id).visible_at == clock() + LEASE  # still ours: renewed
+    # still ours, though its lease ran out (an unkeyed job's late renewal is accepted while
+    # nobody took it): renewed, then given back as not started
+    assert (q.job(waiting.id).state, q.job(waiting.id).attempts) == ("queued", 0)
     assert not q.complete(running) and q.complete(taken)
 
 
@@ -546,3 +564,159 @@ def test_a_worker_running_a_long_handler_keeps_its_sqlite_locks_beside_a_reader(
         assert Path(path + "-wal").exists(), "the reader found no other connection: the worker lost its locks"
         wait_for(lambda: counts(path)["done"] == 1, timeout=60)
     assert ledger(path) == [(job_id, 1)]
+
+
+# -- one outcome per job: the loop and the thread agree ---------------------------------------
+
+
+def test_a_completion_waiting_for_group_commit_wins_over_a_time_out_that_looked_before_it(make_queue):
+    """The thread saw the handler past its limit; the handler then returned, its success held
+    for the batch's report (not committed yet). The time-out must not fail the job."""
+    q = make_queue()
+    q.enqueue("k", {})
+    (job,) = q.claim_batch("w1", 1)
+    exits: list[int] = []
+    r = renewer(make_queue, exit=exits.append, job_timeout=1)
+    running = (job, 0.0)
+    r.held.running = running
+    r.held.running, r.held.finished = None, [Finished(job)]  # the loop: the handler returned
+    r.time_out(running, 1.0, 1.0)
+    assert not exits and r.timed_out is None
+    assert q.settle(r.held.finished)[0] == ["done"]  # the report that was waiting lands
+
+
+def test_after_a_time_out_the_loop_starts_nothing_reports_nothing_and_claims_nothing(make_queue):
+    """The handler of the first job runs past its limit; the thread times it out while it
+    runs; when the handler returns, the loop must not report it, start the next job of the
+    batch, or claim another batch (those would be stranded when the process ends)."""
+    q = make_queue()
+    q.enqueue_many("k", [{}] * 6)
+    batch = q.claim_batch("w1", 3)
+    exits: list[int] = []
+    r = renewer(make_queue, exit=exits.append, job_timeout=1)
+    started = []
+
+    def handler(job, queue):
+        started.append(job.id)
+        if job.id == batch[0].id:
+            running = r.held.running
+            r.check(running[1] + 1.0)  # the renewal thread's look, as the handler runs on
+        return None
+
+    with pytest.raises(Closed):
+        work_batch(
+            q,
+            batch,
+            {"k": handler},
+            claim_for=lambda ran: ("w1", 3),
+            stop=StopFlag(),
+            held=r.held,
+        )
+    assert exits == [EXIT_TIMED_OUT] and started == [batch[0].id]
+    first = q.job(batch[0].id)
+    assert first.state == "queued" and first.last_error.startswith("timed out after 1 s")
+    assert [(q.job(j.id).state, q.job(j.id).attempts) for j in batch[1:]] == [("queued", 0)] * 2
+    assert q.jobs(state="running") == [] and q.counts().get("done", 0) == 0  # nothing claimed or done
+
+
+def test_the_first_renewal_gives_back_the_batch_and_the_loop_carries_on_with_the_next_claim(make_queue):
+    q = make_queue()
+    q.enqueue_many("k", [{}] * 3)
+    batch = q.claim_batch("w1", 3)
+    r = renewer(make_queue)
+    ran = []
+
+    def handler(job, queue):
+        ran.append(job.id)
+        if job.id == batch[0].id:
+            r.check(r.held.running[1] + LEASE / 6)  # a long first handler: its first renewal
+        return None
+
+    claim = lambda ran: ("w1", 3)  # noqa: E731
+    count, nxt = work_batch(q, batch, {"k": handler}, claim_for=claim, stop=StopFlag(), held=r.held)
+    assert count == 1 and ran == [batch[0].id]  # the others were given back, not run here...
+    assert sorted(job.id for job in nxt) == [job.id for job in batch[1:]]  # ...so the next claim takes them
+    assert q.job(batch[0].id).state == "done"
+
+
+# -- cancellation reaches the handler --------------------------------------------------------
+
+
+def test_a_cancel_reaches_the_running_handler_at_the_next_renewal(make_queue, request):
+    q = make_queue()
+    q.enqueue_many("k", [{}] * 2)
+    batch = q.claim_batch("w1", 2)
+    r = renewer(make_queue)
+    watch(r.held)
+    request.addfinalizer(renewal._current.clear)  # the next test's process has no worker loop
+    seen = []
+
+    def handler(job, queue):
+        began = r.held.running[1]
+        seen.append(labqueue.cancelled(job))
+        assert q.cancel(job.id) == "running"
+        seen.append(labqueue.cancelled(job))  # not yet: the worker has not looked
+        r.check(began + LEASE / 6)  # its next renewal is refused: cancelled
+        seen.append(labqueue.cancelled(job))
+        return None
+
+    work_batch(q, batch[:1], {"k": handler}, claim_for=lambda ran: None, stop=StopFlag(), held=r.held)
+    assert seen == [False, False, True]
+    assert not labqueue.cancelled(batch[1])  # only the cancelled job
+    assert q.job(batch[0].id).state == "cancelled"
+
+
+def test_a_handler_that_ignores_its_cancel_is_stopped_after_the_grace(make_queue):
+    q = make_queue()
+    q.enqueue_many("k", [{}] * 2)
+    running, waiting = q.claim_batch("w1", 2)
+    exits: list[int] = []
+    r = renewer(make_queue, exit=exits.append, cancel_grace=5.0)
+    r.held.running, r.held.pending = (running, 0.0), [waiting]
+    q.cancel(running.id)
+    r.check(6.0)  # the renewal learns it; the handler can see it from now
+    assert running.id in r.held.cancelled and not exits
+    r.check(10.9)
+    assert not exits
+    r.check(11.0)  # 5 s after: the handler ran on, and is stopped
+    assert exits == [EXIT_CANCELLED]
+    assert q.job(running.id).state == "cancelled"
+    assert (q.job(waiting.id).state, q.job(waiting.id).attempts) == ("queued", 0)
+
+
+def test_cancelled_is_false_outside_a_worker():
+    renewal._current.clear()  # as in a process with no worker loop
+    job = labqueue.Job(1, "k", {}, 1, 3, "t", 0.0)
+    assert labqueue.cancelled(job) is False
+
+
+# -- the supervisor's own record of a time-out --------------------------------------------------
+
+
+def test_fail_for_worker_is_fenced_by_the_worker_and_the_running_state(make_queue, clock):
+    q = make_queue()
+    q.enqueue("k", {})
+    (job,) = q.claim_batch("w1", 1)
+    assert q.fail_for_worker(job.id, "w2", "timed out") is None  # not w2's
+    assert q.fail_for_worker(job.id, "w1", "timed out after 1 s") == "queued"
+    record = q.job(job.id)
+    assert (record.state, record.attempts, record.last_error) == ("queued", 1, "timed out after 1 s")
+    assert q.fail_for_worker(job.id, "w1", "again") is None  # no longer running
+    with pytest.raises(InvalidArgument, match="worker"):
+        q.fail_for_worker(job.id, "", "x")
+
+
+def test_the_running_slot_says_when_a_handler_is_overdue():
+    slot = RunningSlot()
+    try:
+        publish = slot.publisher()
+        assert slot.overdue() is None
+        publish(7, None)  # no limit: never overdue
+        assert slot.read() == 7 and slot.overdue(now=1e12) is None
+        publish(8, 2.0)
+        assert slot.overdue() is None
+        assert slot.overdue(now=time.monotonic() + 2.0 + KILL_GRACE + 1) == (8, 2.0)
+        publish(None)
+        assert slot.read() is None and slot.overdue(now=1e12) is None
+    finally:
+        slot.close()

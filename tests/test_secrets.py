@@ -91,9 +91,11 @@ def test_secrets_of_a_path_or_a_url_without_a_password_are_none():
 
 # -- every command, the server unreachable --------------------------------------------------
 
+# A worker waits out a server it cannot reach, as after a lost connection: within its
+# --reconnect-limit, each try logged (and redacted) too.
 COMMANDS = [
-    ("worker", "DB", "--handlers", DEMO_HANDLERS, "--idle-exit", "0"),
-    ("worker", "DB", "--handlers", DEMO_HANDLERS, "--concurrency", "2", "--idle-exit", "0"),
+    ("worker", "DB", "--handlers", DEMO_HANDLERS, "--idle-exit", "0", "--reconnect-limit", "1"),
+    ("worker", "DB", "--handlers", DEMO_HANDLERS, "--concurrency", "2", "--idle-exit", "0", "--reconnect-limit", "1"),  # noqa: E501
     ("enqueue", "DB", "noop", "{}"),
     ("enqueue", "DB", "noop", "-"),
     ("stats", "DB"),
@@ -168,7 +170,7 @@ def test_a_url_given_where_another_value_belongs_is_echoed_without_its_password(
 
 def test_the_worker_module_typed_by_hand_shows_no_password():
     command = [sys.executable, "-m", "labqueue.worker", UNREACHABLE, "w1", "5", "0"]
-    command += ["--handlers", DEMO_HANDLERS]
+    command += ["--handlers", DEMO_HANDLERS, "--reconnect-limit", "1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     clean(result.stdout, result.stderr)
@@ -177,7 +179,7 @@ def test_the_worker_module_typed_by_hand_shows_no_password():
 
 def test_a_dash_for_db_reads_labqueue_db_and_says_when_it_is_unset():
     env = {k: v for k, v in os.environ.items() if k != "LABQUEUE_DB"}
-    command = [sys.executable, "-m", "labqueue.worker", "--handlers", DEMO_HANDLERS]
+    command = [sys.executable, "-m", "labqueue.worker", "--handlers", DEMO_HANDLERS, "--reconnect-limit", "1"]
     command += ["--", "-", "w1", "5", "0"]
     unset = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert unset.returncode == 2 and "LABQUEUE_DB" in unset.stderr

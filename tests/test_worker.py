@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from labqueue import JobQueue
 from labqueue import handlers as registry
 from labqueue.lab import demo_handlers
 from labqueue.lab.demo_handlers import LEDGER_TABLE, ledger_effect
@@ -159,3 +162,39 @@ def test_the_ledger_effect_creates_its_table_on_a_fresh_database(q):
     job = claim_one(q, "credit")
     assert handle(q, job, {"credit": lambda job, q: ledger_effect(job)}) == "done"
     assert ledger(q) == [(1, 1)]
+
+
+# -- a worker that starts while its database server is down -----------------------------------
+
+
+def test_a_worker_starting_while_its_server_is_unreachable_waits_and_retries(tmp_path, monkeypatch):
+    """As a running worker reconnects after a lost connection: the open is retried with
+    backoff, within reconnect_limit, and the worker then works as usual."""
+    from labqueue import ServerUnreachable
+    from labqueue import worker as worker_module
+
+    path = str(tmp_path / "jobs.db")
+    with JobQueue(path) as q:
+        q.enqueue("noop", {})
+    tries = []
+    real_open = worker_module.open_queue
+
+    def flaky_open(location, **settings):
+        tries.append(location)
+        if len(tries) < 3:
+            raise ServerUnreachable("cannot connect to the server (it is starting)")
+        return real_open(location, **settings)
+
+    monkeypatch.setattr(worker_module, "open_queue", flaky_open)
+    handled = worker_module.run(path, "w", 30, 0, handlers={"noop": lambda job, q: None}, reconnect_limit=5)
+    assert handled == 1 and len(tries) == 3
+
+
+def test_a_worker_whose_server_never_comes_up_gives_up_after_its_reconnect_limit(tmp_path):
+    env = {**os.environ, "LABQUEUE_DB": "postgresql://app:hunter2@127.0.0.1:1/jobs"}
+    command = [sys.executable, "-m", "labqueue.worker", "--handlers", "labqueue.demo.handlers"]
+    command += ["--reconnect-limit", "2", "--", "-", "w", "5"]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "reconnecting with backoff (at most 2 attempt(s))" in proc.stderr
+    assert "hunter2" not in proc.stderr

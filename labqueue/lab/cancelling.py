@@ -150,6 +150,7 @@ def keepalive_notices(
             "cancelled while": was,
             "heartbeats accepted before": hb.beats,
             "KeepAlive lost": noticed,
+            "KeepAlive cancelled": hb.cancelled.is_set(),
             "noticed after (s)": round(noticed_after, 3),
             "state": q.job(job_id).state,
             "completion accepted afterwards": q.complete(job),

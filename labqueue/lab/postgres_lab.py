@@ -15,6 +15,7 @@ import html
 import os
 import re
 import tempfile
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -500,13 +501,17 @@ class SurvivalRun:
         return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows))
 
     def log_excerpt(self) -> None:
-        """The worker log's lines about the connection, shortened for reading."""
+        """The worker log's lines about the connection, each message whole, wrapped for reading
+        (the logger's name and the database's location left out)."""
         for line in self.log:
             if "connection" in line or "reconnected" in line:
                 time_part, _, message = line.partition(" labqueue.worker")
                 message = message.split(": ", 1)[-1]
                 message = message.split("): ", 1)[-1] if "(schema" in message else message  # the URL
-                print(time_part[11:23], message[:110])
+                stamp = time_part[11:23]
+                print(
+                    textwrap.fill(f"{stamp} {message}", width=100, subsequent_indent=" " * (len(stamp) + 1))
+                )
 
 
 def survive_server(

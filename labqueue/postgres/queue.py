@@ -25,8 +25,9 @@ class PgJobQueue(Queue):
     Deadlines are read from the server's clock (statement_timestamp()), so workers on
     machines whose clocks disagree agree on every lease and retry time. Pass `clock=`
     (a FakeClock) to drive time yourself instead: its reading is sent with every
-    statement. As on SQLite, complete, fail and heartbeat check the lease token, never
-    the clock: a replaced worker's report is refused however late or early it comes.
+    statement. As on SQLite, complete, fail and heartbeat check the lease token (and, for a
+    job with a concurrency key, its deadline): a replaced worker's report is refused however
+    late or early it comes.
     After ConnectionLost (a server restart, a terminated session) call reconnect();
     the worker does so on its own, with backoff."""
 

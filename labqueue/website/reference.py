@@ -7,7 +7,8 @@
 - the worker's settings and their ``LABQUEUE_*`` variables, from the fields of
   ``WorkerSettings`` and ``PoolSettings`` (and the variables the parser's help names);
 - the errors: every ``LabqueueError`` in ``labqueue.errors``, as a tree and from their classes;
-- the metrics: the families ``labqueue.metrics.prometheus_text`` writes for a real queue.
+- the metrics: the families ``labqueue.metrics.prometheus_text`` writes for a real queue;
+- the schema versions: the steps of both drivers' migrations.
 
 ``pages()`` returns each page's Markdown (MyST) by its name under ``package/reference/``;
 tests/test_reference.py holds every public name, option, setting, error and metric to it.
@@ -59,6 +60,7 @@ MODULES = {
     "labqueue.durations": ["parse_duration", "format_duration"],
     "labqueue.redaction": ["redact"],
     "labqueue.metrics": ["prometheus_text", "serve"],
+    "labqueue.migrate": ["migrate", "Plan"],
 }
 
 
@@ -436,6 +438,39 @@ def metrics_page() -> str:
     return "\n".join(out)
 
 
+# -- schema versions ---------------------------------------------------------------------------
+
+
+def schema_steps() -> list[tuple[int, str, str, str]]:
+    """Each schema version: (version, what it does on SQLite, on PostgreSQL, expand or contract),
+    from the two drivers' lists of steps ("–" where a backend has no such version)."""
+    from labqueue.drivers.postgres import schema as pg_schema
+    from labqueue.drivers.sqlite import sql as sqlite_sql
+
+    sqlite = {n + 1: name for n, name in enumerate(sqlite_sql.MIGRATION_NAMES)}
+    postgres = {step.version: (step.name, step.kind) for step in pg_schema.STEPS}
+    versions = sorted(set(sqlite) | set(postgres))
+    return [
+        (v, sqlite.get(v, "–"), postgres.get(v, ("–", ""))[0], postgres.get(v, ("", "expand"))[1])
+        for v in versions
+    ]
+
+
+def schema_page() -> str:
+    out = [
+        "# Schema versions\n",
+        "Every version of a queue's schema, read from the two drivers' lists of steps "
+        "(`drivers/sqlite/sql.py` `MIGRATION_NAMES`, `drivers/postgres/schema.py` `STEPS`). Opening a "
+        "queue never migrates it: `labqueue migrate` takes the pending steps while the queue runs, "
+        "and `--contract` the steps an older labqueue cannot run beside "
+        "([Upgrades](../howto/upgrades.md)).\n",
+        "| version | SQLite | PostgreSQL | kind |\n| --- | --- | --- | --- |",
+    ]
+    for version, sqlite, postgres, kind in schema_steps():
+        out.append(f"| {version} | {_cell(sqlite)} | {_cell(postgres)} | {kind} |")
+    return "\n".join(out) + "\n"
+
+
 def index_page() -> str:
     return """# Reference
 
@@ -447,6 +482,7 @@ Written from the code each time the site is built, so it says what this version 
 - [Worker settings and variables](settings.md): every setting, its option and its `LABQUEUE_*` variable.
 - [Errors](errors.md): every error labqueue raises, and what each means.
 - [Metrics](metrics.md): every metric, its labels and what it says.
+- [Schema versions](schema.md): every step `labqueue migrate` takes, on each backend.
 
 ```{toctree}
 :hidden:
@@ -457,11 +493,12 @@ cli
 settings
 errors
 metrics
+schema
 ```
 """
 
 
-NAMES = ("index", "api", "modules", "cli", "settings", "errors", "metrics")
+NAMES = ("index", "api", "modules", "cli", "settings", "errors", "metrics", "schema")
 
 
 def pages() -> dict[str, str]:
@@ -474,4 +511,5 @@ def pages() -> dict[str, str]:
         "settings": settings_page(),
         "errors": errors_page(),
         "metrics": metrics_page(),
+        "schema": schema_page(),
     }

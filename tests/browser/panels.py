@@ -48,6 +48,25 @@ def exercises(notebook: Path) -> list[tuple[str, str]]:
     return found
 
 
+def check_cell(notebook: Path) -> str:
+    """The source of the notebook's Check: the first code cell after its last "## Check" heading."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    heading = max(
+        i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "## Check" in "".join(c["source"])
+    )
+    return next("".join(c["source"]) for c in cells[heading + 1 :] if c["cell_type"] == "code")
+
+
+def check_still_holds(page) -> str:
+    """Run the notebook's Check again in its kernel, after a test used the panels as a learner
+    does (the text invites it): it must hold, and say so. Returns what it printed."""
+    said = page.execute(check_cell(page.notebook))
+    assert "ERROR" not in said and re.search(r"\b(passed|held)\b", said), (
+        f"{page.notebook.name}: the Check fails after the panels were used: {said!r}"
+    )
+    return said
+
+
 def driven_later(request: pytest.FixtureRequest, number: str) -> bool:
     """Whether a test selected in this session drives notebook `number`'s widgets."""
     marks = (item.get_closest_marker("drives") for item in request.session.items)

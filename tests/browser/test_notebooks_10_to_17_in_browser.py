@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 from browser_lab import LabServer
-from panels import NOTEBOOKS, SECOND_HALF, finished, new_picture, run_clean, table_rows, wait_for
+from panels import (
+    NOTEBOOKS,
+    SECOND_HALF,
+    check_still_holds,
+    finished,
+    new_picture,
+    run_clean,
+    table_rows,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -194,7 +203,7 @@ def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
     page = ran_notebook("16")
     panel = page.panel_of("Cancel job")
     panel.scroll_into_view_if_needed()
-    assert "t = 10 s" in panel.inner_text()  # the notebook's story, shown until New jobs
+    assert "t = 0 s" in panel.inner_text()  # a board of the panel's own: the story plays on another
     page.button("New jobs").click()
     wait_for(panel.inner_text, lambda t: "t = 0 s" in t and "queued 5" in t, "a fresh board")
     page.button("Step 1 s").click()
@@ -216,6 +225,13 @@ def test_cancel_board_cancels_a_running_job(ran_notebook) -> None:
     assert "heartbeat refused at t=3" in row["what happened"], row
     print("16 cancel board: job 1 cancelled while running:", row["what happened"])
     page.screenshot("16_cancel-board", whole=False)
+    page.button("New jobs").click()  # and once more, a learner's own play: cancel job 2 while queued
+    wait_for(panel.inner_text, lambda t: "t = 0 s" in t, "a fresh board")
+    page.choose(panel, "job", "2")
+    wait_for(lambda: page.chosen(panel, "job"), lambda v: v == "2", "the dropdown")
+    page.button("Cancel job").click()
+    wait_for(panel.inner_text, lambda t: "cancel(2) -> 'queued'" in t, "the cancel")
+    print("16 Check after the board was played:", check_still_holds(page).strip())
     assert page.problems() == []
 
 
@@ -245,6 +261,7 @@ def test_fairness_panel_simulates_strict_priorities(ran_notebook) -> None:
     new_picture(chart, src)
     print(f"15 fairness panel: strict, 3 workers: {status[0]}")
     page.screenshot("15_priorities-strict-3-workers", whole=False)
+    print("15 Check after the panel:", check_still_holds(page).strip())
     assert page.problems() == []
 
 
@@ -275,4 +292,5 @@ def test_retention_panel_reruns_a_shorter_retention(ran_notebook) -> None:
     new_picture(chart, src)
     print(f"14 retention panel: retention 300 -> 120 s, batch 1,000 -> 100: {status[0]}")
     page.screenshot("14_retention-120-s-batch-100", whole=False)
+    print("14 Check after the panel:", check_still_holds(page).strip())
     assert page.problems() == []

@@ -27,7 +27,7 @@ def test_the_walk_cancels_queued_and_running_jobs_but_not_a_finished_one(tmp_pat
 
 def test_keepalive_notices_the_cancel(tmp_path):
     seen = cancelling.keepalive_notices(lease=0.3, cancel_after=0.1, folder=tmp_path)
-    assert seen["cancelled while"] == "running" and seen["KeepAlive lost"]
+    assert seen["cancelled while"] == "running" and seen["KeepAlive lost"] and seen["KeepAlive cancelled"]
     assert seen["state"] == "cancelled" and seen["completion accepted afterwards"] is False
 
 

@@ -31,9 +31,32 @@ def test_nonsense_is_not_yet_and_never_raises(nonsense):
     assert not verdict and verdict.message
 
 
-def test_a_wrong_key_gets_a_direction():
-    assert "the same key" in nb16.check_period_key(nb16.wrong_period_key_rounded).message
-    assert "other schedule" in nb16.check_period_key(nb16.wrong_period_key_no_name).message
+# Each wrong version in nb16.WRONG, with words its message must hold: the mistake it made.
+MISTAKES = {
+    "wrong_period_key_no_name": ["no job at all", "the other schedule", "must name its schedule"],
+    "wrong_period_key_rounded": ["A tick late in the period", "not to the nearest one"],
+    "wrong_period_key_no_period": ["no job at all", "in an earlier period", "must change from one period"],
+    "wrong_period_key_fixed_minute": ["'cleanup' (every 90 s)", "its period length is fixed", "`seconds`"],
+}
+
+
+@pytest.mark.parametrize("wrong", nb16.WRONG["period_key"], ids=lambda w: w["period_key"].__name__)
+def test_each_wrong_key_is_told_its_mistake(wrong):
+    verdict = nb16.check_period_key(**wrong)
+    assert not verdict
+    for words in MISTAKES[wrong["period_key"].__name__]:
+        assert words in verdict.message, verdict.message
+    assert "the period's start is the key" not in verdict.message
+
+
+def test_the_starting_point_is_told_its_key_changes_with_every_tick():
+    message = nb16.check_period_key(nb16.starter_period_key).message
+    assert "changes from one moment to the next" in message and "fixed" not in message
+
+
+def test_a_period_index_that_follows_seconds_passes_and_a_hard_coded_minute_does_not():
+    assert nb16.check_period_key(lambda name, seconds, now: f"every:{name}:{int(now // seconds)}")
+    assert not nb16.check_period_key(lambda name, seconds, now: f"every:{name}:{int(now) // 60}")
 
 
 def test_the_notebooks_answer_passes_and_its_starting_point_does_not():

@@ -93,7 +93,7 @@ RUNS = {
         )
         for final in (0, 1)
     ],
-    "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok"))],
+    "HEARTBEAT": [_each_row(sql.HEARTBEAT, lambda i: (NOW + 30, i, "tok", NOW))],
     "RELEASE": [_each_row(sql.RELEASE, lambda i: {"now": NOW, "id": i, "token": "tok"})],
     "COMPLETE_MANY": [_once(sql.complete_many(16), (NOW, *range(1, 17), "tok"))],
     "COMPLETE_ID_RUN": [_once(sql.COMPLETE_ID_RUN, (NOW, 1, 16, "tok"))],

@@ -35,6 +35,7 @@ from ...core import (
     Clock,
     Effect,
     Failure,
+    Held,
     Job,
     JobFilter,
     JobRecord,
@@ -47,7 +48,7 @@ from ...core import (
     translated,
     within_limits,
 )
-from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument
+from ...errors import CannotOpen, ConnectionLost, EffectEndedTransaction, InvalidArgument, ServerUnreachable
 from ...redaction import redact
 from . import sql
 from .schema import SCHEMA_NAME, one_row, open_schema
@@ -82,7 +83,10 @@ class PgDriver:
         timeout: float,
         create: bool,
         wake: bool,
+        migrating: bool = False,
     ) -> None:
+        """`migrating`: connect only, the schema neither checked nor created
+        (labqueue.migrate takes the schema through its steps on this connection)."""
         if not isinstance(url, str):
             raise InvalidArgument(
                 f"url must be a postgresql:// URL string, got {type(url).__name__} {url!r:.80}"
@@ -110,13 +114,16 @@ class PgDriver:
         self.where = f"{redact(url)} (schema {schema})"
         self._listening = False
         self.db = self._connect(CannotOpen)
+        if migrating:
+            self.one_call = False
+            return
         try:
             self.one_call = open_schema(self.db, self.schema, self.url, create=create)
-            if not self.one_call and self.where not in _WITHOUT_SETTLE:
+            if create and not self.one_call and self.where not in _WITHOUT_SETTLE:
                 _WITHOUT_SETTLE.add(self.where)
                 log.warning(
-                    "%s has no %s function (this role may not create in the schema; its owner's next "
-                    "open installs it): each batch takes five round trips instead of one",
+                    "%s has no %s function (this role may not create in the schema; `labqueue migrate` "
+                    "or its owner's next open installs it): each batch takes five round trips instead of one",
                     self.where,
                     sql.SETTLE_FUNCTION,
                 )
@@ -129,11 +136,16 @@ class PgDriver:
             raise
 
     def _connect(self, error: type[Exception]) -> psycopg.Connection:
+        """A new connection, or `error` (at the first open: CannotOpen, or ServerUnreachable
+        when the server could not be reached or is starting, which a worker waits out)."""
         try:
             return psycopg.connect(autocommit=True, **self._conninfo)
         except psycopg.Error as exc:
             # libpq's text, redacted, is the message; its original is not chained to a traceback
             detail = redact(" ".join(str(exc).split()), self.url)
+            state = getattr(exc, "sqlstate", None)
+            if error is CannotOpen and (state is None or state.startswith("08") or state == "57P03"):
+                error = ServerUnreachable  # no answer, a broken connection, "starting up"
             raise error(f"cannot connect to {self.where} ({detail})") from None
 
     def _session(self) -> None:
@@ -313,12 +325,15 @@ class PgDriver:
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
         return self.db.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
 
+    def claimed_by(self, token: str) -> list[tuple]:
+        return self.db.execute(sql.CLAIMED_BY_TOKEN, {"token": token}).fetchall()
+
     def lock_keys(self, keys: list[str]) -> None:
         self.db.execute(sql.LOCK_KEYS, {"keys": keys}).fetchall()
 
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
-        found = self.db.execute(sql.HELD, {"keys": keys, "now": now}).fetchall()
-        return {key: 0 for key in keys} | dict(found)
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]:
+        found = self.db.execute(sql.HELD, {"keys": keys, "now": now, "token": token}).fetchall()
+        return {key: (0, None) for key in keys} | {key: (n, strictest) for key, n, strictest in found}
 
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self.db.execute(

@@ -89,32 +89,65 @@ KEY_HELD_INDEX = """
 CREATE INDEX IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
     WHERE state = 'running' AND concurrency_key IS NOT NULL;
 """
-MIGRATE_V5 = (
-    """
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
-"""
-    + KEY_HELD_INDEX
-)
 
 # A dedupe key is unique among the jobs that have one: a partial unique index, so a job
 # without a key (most jobs) has no entry in it. Every claim and every completion writes a
 # new row version with new index entries (their columns change, so no update is HOT), and
 # a plain UNIQUE (dedupe_key) took one more entry, for NULL, at each: measured on the
 # pg-peers drain, a fifth of the index writes and 13% of four workers' speed. A queue made
-# with the UNIQUE constraint is given the index and loses the constraint when it is opened
-# (MIGRATE_DEDUPE; its ON CONFLICT infers either). SQLite keeps its UNIQUE column.
+# with the UNIQUE constraint gains the index beside it (schema version 6, an expand step:
+# ENQUEUE's ON CONFLICT infers either, and an older labqueue's ON CONFLICT (dedupe_key)
+# needs the constraint) and loses the constraint once no older labqueue runs on it
+# (version 7, `labqueue migrate --contract`). SQLite keeps its UNIQUE column.
 DEDUPE_INDEX = """
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key) WHERE dedupe_key IS NOT NULL;
 """
-MIGRATE_DEDUPE = (
-    DEDUPE_INDEX
-    + """
-ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key;
-"""
-)
 
 SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
+
+# -- schema versions --------------------------------------------------------------------
+# The steps a queue's schema has taken, one row each, in a table of the queue's schema
+# (SQLite keeps its one number in PRAGMA user_version). Versions 1 to 5 are SQLite's
+# (version 4 changed SQLite's CHECK alone: nothing to do here). Version 6 is an expand
+# step (the dedupe keys' partial unique index, built beside the UNIQUE constraint that
+# older labqueues' ON CONFLICT (dedupe_key) needs), version 7 its contract step (the
+# constraint dropped, once no older labqueue runs on the queue). A schema made before this
+# table existed has its steps read from the catalog once (schema.py, _Found.inferred).
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS labqueue_migrations (
+    version    INTEGER          PRIMARY KEY,
+    name       TEXT             NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+);
+"""
+MIGRATIONS_APPLIED_IN = "SELECT version FROM {table} ORDER BY version"  # the table, schema-qualified
+RECORD_MIGRATION = """
+INSERT INTO labqueue_migrations (version, name, applied_at)
+VALUES (%(version)s, %(name)s, extract(epoch FROM clock_timestamp())::double precision)
+ON CONFLICT (version) DO NOTHING
+"""
+# Whether the UNIQUE (dedupe_key) constraint older queues were made with is still there.
+DEDUPE_CONSTRAINT_EXISTS = """
+SELECT EXISTS (SELECT 1 FROM pg_constraint
+                WHERE conrelid = to_regclass(%(table)s) AND conname = 'jobs_dedupe_key_key')
+"""
+# An index a CREATE INDEX CONCURRENTLY left behind when it failed: there, but not valid.
+INDEX_VALID = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(name)s)"
+SET_SESSION_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(ms)s, false)"
+ADD_KEY_COLUMNS = """
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_key TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER;
+"""
+KEY_HELD_INDEX_CONCURRENTLY = """
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL
+"""
+DEDUPE_INDEX_CONCURRENTLY = """
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key)
+    WHERE dedupe_key IS NOT NULL
+"""
+DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {name}"
+DROP_DEDUPE_CONSTRAINT = "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key"
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under
@@ -242,14 +275,21 @@ SCOPES = {
 }
 
 # A job whose concurrency key has room (drivers/sqlite/sql.py's KEY_FREE): no key, or
-# fewer running jobs with a live lease than its limit, counted through jobs_key_held.
-# Concurrent claims count only what is committed, so two may both pass: the queue counts
-# again with the keys locked and gives back what is over (core.within_limits).
+# fewer running jobs with a live lease than its own limit and than the strictest limit
+# among them, counted through jobs_key_held. Concurrent claims count only what is
+# committed, so two may both pass: the queue counts again with the keys locked and gives
+# back what is over (core.within_limits).
 KEY_FREE = f"""(concurrency_key IS NULL
-                   OR concurrency_limit > (SELECT COUNT(*) FROM jobs AS held
-                     WHERE held.concurrency_key = jobs.concurrency_key
-                       AND held.state = 'running'
-                       AND held.visible_at > {NOW}))"""
+                   OR (SELECT COUNT(*) < LEAST(jobs.concurrency_limit,
+                                               COALESCE(MIN(held.concurrency_limit), jobs.concurrency_limit))
+                         FROM jobs AS held
+                        WHERE held.concurrency_key = jobs.concurrency_key
+                          AND held.state = 'running'
+                          AND held.visible_at > {NOW}))"""
+
+# For a keyed job the deadline is part of the fence (drivers/sqlite/sql.py's LEASE_LIVE):
+# once it has passed, its holder can no longer renew, complete or fail it.
+LEASE_LIVE = f"(concurrency_key IS NULL OR visible_at > {NOW})"
 
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
 # `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
@@ -329,6 +369,14 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
 RETIRE_EXHAUSTED = _RETIRE
 CLAIM = CLAIM_IN["all"]
 
+# The rows leased under one claim's token (drivers/sqlite/sql.py's CLAIMED_BY_TOKEN).
+CLAIMED_BY_TOKEN = """
+SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit
+  FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'running' AND lease_token = %(token)s
+ ORDER BY id
+"""
+
 # A claimed row that cannot be read is dead-lettered with the reason, in the claim's transaction.
 BURY = f"""
 UPDATE jobs
@@ -355,10 +403,12 @@ SELECT pg_advisory_xact_lock(hashtextextended('labqueue concurrency key ' || cur
   FROM (SELECT k FROM unnest(%(keys)s::text[]) AS k ORDER BY k) AS ordered
 """
 
-# The running jobs with a live lease of each key (drivers/sqlite/sql.py's HELD).
+# The running jobs with a live lease of each key and the strictest limit among them,
+# leaving out rows leased under %(token)s (drivers/sqlite/sql.py's HELD).
 HELD = f"""
-SELECT concurrency_key, COUNT(*) FROM jobs
+SELECT concurrency_key, COUNT(*) AS held, MIN(concurrency_limit) AS strictest FROM jobs
  WHERE concurrency_key = ANY(%(keys)s::text[]) AND state = 'running' AND visible_at > {NOW}
+   AND lease_token IS DISTINCT FROM %(token)s
  GROUP BY concurrency_key
 """
 
@@ -381,7 +431,7 @@ NEXT_DUE_IN = {
 COMPLETE = f"""
 UPDATE jobs
    SET state = 'done', finished_at = {NOW}, lease_token = NULL
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
@@ -398,6 +448,7 @@ COMPLETE_MANY = f"""
 UPDATE jobs
    SET state = 'done', finished_at = {NOW}, lease_token = NULL
  WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND state NOT IN ({_NOT_RUNNING})
+   AND {LEASE_LIVE}
 RETURNING id
 """
 
@@ -409,7 +460,7 @@ UPDATE jobs
        finished_at = CASE WHEN %(final)s OR attempts >= max_attempts THEN {NOW} END,
        lease_token = NULL,
        last_error  = %(error)s
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 RETURNING state
 """
 
@@ -424,7 +475,7 @@ UPDATE jobs
 
 HEARTBEAT = f"""
 UPDATE jobs SET visible_at = {NOW} + %(lease_seconds)s
- WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
+ WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
 # The batch heartbeat: the same update, reading the new deadline back.
@@ -607,7 +658,7 @@ READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # answer). Failures and effects still take the transaction path: a failure's backoff and
 # an effect are the worker's Python. The name carries the function's version: a change to
 # its body is a new name, installed when a queue of the old one is opened.
-SETTLE_FUNCTION = "labqueue_settle_1"
+SETTLE_FUNCTION = "labqueue_settle_2"
 SETTLE_ARGUMENTS = (
     "bigint[], text[], double precision, text, text, text[], text[], integer,"
     " double precision, text, text, text"
@@ -679,6 +730,7 @@ DECLARE
     v_keyset text[];
     v_held jsonb;
     v_running integer;
+    v_bound integer;
     v_take_ids bigint[] := ARRAY[]::bigint[];
     v_token text;
     v_done bigint[];
@@ -717,19 +769,23 @@ BEGIN
     END IF;
 
     -- core.within_limits: with the keys locked, a keyed row fits while its key runs
-    -- fewer jobs than its limit (HELD's count, plus the rows taken before it)
+    -- fewer jobs than its limit and than the strictest limit of the jobs it runs (HELD's
+    -- count and limit, with the rows taken before it): v_held maps a key to [count, limit]
     SELECT array_agg(DISTINCT k ORDER BY k) INTO v_keyset FROM unnest(v_keys) AS k WHERE k IS NOT NULL;
     IF v_keyset IS NOT NULL THEN
         PERFORM 1 FROM ({_in_function(LOCK_KEYS)}) AS locked;
-        SELECT COALESCE(jsonb_object_agg(counted.concurrency_key, counted.count), jsonb_build_object())
+        SELECT COALESCE(jsonb_object_agg(counted.concurrency_key,
+                                         jsonb_build_array(counted.held, counted.strictest)),
+                        jsonb_build_object())
           INTO v_held FROM ({_in_function(HELD)}) AS counted;
         v_take_ids := v_ids;
         v_ids := ARRAY[]::bigint[];
         FOR i IN 1 .. cardinality(v_take_ids) LOOP
             IF v_keys[i] IS NOT NULL THEN
-                v_running := COALESCE((v_held ->> v_keys[i])::integer, 0);
-                CONTINUE WHEN v_running >= v_limits[i];
-                v_held := v_held || jsonb_build_object(v_keys[i], v_running + 1);
+                v_running := COALESCE((v_held -> v_keys[i] ->> 0)::integer, 0);
+                v_bound := LEAST(v_limits[i], COALESCE((v_held -> v_keys[i] ->> 1)::integer, v_limits[i]));
+                CONTINUE WHEN v_running >= v_bound;
+                v_held := v_held || jsonb_build_object(v_keys[i], jsonb_build_array(v_running + 1, v_bound));
             END IF;
             v_ids := v_ids || v_take_ids[i];
             v_tries[cardinality(v_ids)] := v_tries[i];

@@ -24,6 +24,7 @@ from ...core import (
     Clock,
     Effect,
     Failure,
+    Held,
     Job,
     JobFilter,
     JobRecord,
@@ -40,7 +41,14 @@ from ...core import (
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
 from . import sql
-from .schema import check_existing, check_is_sqlite_file, check_writable, migrate, not_a_database
+from .schema import (
+    check_existing,
+    check_is_sqlite_file,
+    check_writable,
+    migrate,
+    not_a_database,
+    refuse_if_old,
+)
 
 READY_KEY = 6  # where a READY_ROWS row holds its concurrency key (and its limit, next)
 
@@ -142,8 +150,13 @@ class SqliteDriver:
         self.db.execute(f"PRAGMA synchronous = {level}")
         if schema == sql.SCHEMA:
             if found is None or version < sql.SCHEMA_VERSION:
-                with self.transaction() as db:
-                    migrate(db, self.path)
+                # A new queue is made here; an existing one is only completed when its table
+                # is current and unversioned (made by hand from sql.SCHEMA). Anything older
+                # is refused: `labqueue migrate` upgrades a queue, at a time the operator chooses.
+                refuse_if_old(self.db, self.path, version, found)
+                if create:  # create=False (a reader, an operator's command) writes nothing
+                    with self.transaction() as db:
+                        migrate(db, self.path)
         elif schema:  # a schema of the caller's own (the course's index experiments)
             self.db.executescript(schema)
 
@@ -334,12 +347,16 @@ class SqliteDriver:
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]:
         return self._hot.execute(sql.WAITING_ON_KEYS, {"now": now}).fetchall()
 
+    def claimed_by(self, token: str) -> list[tuple]:
+        params = {"token": token}
+        return self._rows_as_text(sql.CLAIMED_BY_TOKEN, params, sql.CLAIMED_BY_TOKEN_RAW, params)
+
     def lock_keys(self, keys: list[str]) -> None:
         """Nothing to do: the claim's write transaction holds SQLite's one write lock."""
 
-    def held(self, keys: list[str], now: float | None) -> dict[str, int]:
-        found = self._hot.execute(sql.HELD, {"keys": json.dumps(keys), "now": now})
-        return {key: 0 for key in keys} | dict(found.fetchall())
+    def held(self, keys: list[str], now: float | None, token: str | None = None) -> dict[str, Held]:
+        found = self._hot.execute(sql.HELD, {"keys": json.dumps(keys), "now": now, "token": token})
+        return {key: (0, None) for key in keys} | {key: (n, strictest) for key, n, strictest in found}
 
     def _retire(self, params: dict[str, Any]) -> None:
         self._hot.execute(sql.RETIRE_EXHAUSTED, {"now": params["now"], "reason": params["reason"]})
@@ -423,7 +440,7 @@ class SqliteDriver:
 
     def extend(self, job: Job, now: float | None, lease_seconds: float) -> float | None:
         deadline = now + lease_seconds  # type: ignore[operator]
-        accepted = self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token)).rowcount == 1
+        accepted = self._hot.execute(sql.HEARTBEAT, (deadline, job.id, job.lease_token, now)).rowcount == 1
         return deadline if accepted else None
 
     def release(self, job: Job, now: float | None) -> bool:

@@ -21,6 +21,7 @@ from ...errors import (
     NotADatabase,
     QueueNotFound,
     SchemaTooNew,
+    SchemaTooOld,
 )
 from . import sql
 
@@ -54,6 +55,25 @@ def check_existing(db: sqlite3.Connection, path: Path, create: bool) -> tuple[tu
             )
         _check_jobs_table(db, path, found, _versioned(db, version))
     return found, version
+
+
+def refuse_if_old(db: sqlite3.Connection, path: Path, stamped: int, found: tuple[str, str] | None) -> None:
+    """Refuse to open an existing queue whose schema is older than this labqueue runs on
+    (reads only): opening never migrates one; `labqueue migrate` does."""
+    if found is None:
+        return
+    version = _versioned(db, stamped)
+    if version < sql.SCHEMA_VERSION:
+        raise SchemaTooOld(
+            f"{path} has labqueue schema version {version}; this labqueue runs on version "
+            f"{sql.SCHEMA_VERSION}: run `labqueue migrate {path}` to upgrade it (nothing was changed)"
+        )
+
+
+def file_version(db: sqlite3.Connection) -> int:
+    """The schema version of the queue on `db` (0: no queue yet), read only."""
+    kind, _, stamped = db.execute(sql.JOBS_OBJECT_AND_VERSION).fetchone()
+    return 0 if kind is None else _versioned(db, stamped)
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:

@@ -180,6 +180,15 @@ BEGIN_READ = "BEGIN DEFERRED /* labqueue read */"
 # Version 5 adds the concurrency key and limit (KEYS).
 MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4", KEYS)
 SCHEMA_VERSION = len(MIGRATIONS)
+# What each step does, for `labqueue migrate --dry-run` and `--status` (MIGRATION_NAMES[n]
+# takes a file from version n to n + 1).
+MIGRATION_NAMES: tuple[str, ...] = (
+    "the jobs table and its indexes",
+    "priority, queue and the 'cancelled' state (the jobs table rebuilt, every row copied)",
+    "the queue_pauses table",
+    "the states CHECK as comparisons (the jobs table rebuilt, every row copied)",
+    "the concurrency_key and concurrency_limit columns and the jobs_key_held index",
+)
 LAST_IN_LIST_VERSION = 3  # the newest version whose states CHECK is STATES_IN_LIST
 LAST_KEYLESS_VERSION = 4  # the newest version without the concurrency columns
 
@@ -300,16 +309,30 @@ SCOPES = {
 CLAIM_ORDER = "priority DESC, visible_at, id"
 
 # A job whose concurrency key has room: it has no key, or its key has fewer running jobs
-# with a live lease than its limit. Every claim and look ends its test with this, so a
-# key at its limit is passed over and the jobs behind it are taken. The count reads
-# jobs_key_held: `held.concurrency_key = ...` implies the index's IS NOT NULL term. (Within
-# one claim two jobs of a key may both pass, as may two workers' claims on PostgreSQL:
-# the queue then keeps the first ones and gives the rest back, core.JobQueue._within_limits.)
+# with a live lease than its own limit and than the limit of every one of those running
+# jobs (the strictest wins: a job's limit holds for as long as it runs, whatever limits
+# the jobs of its key that start later carry). Every claim and look ends its test with
+# this, so a key at its limit is passed over and the jobs behind it are taken. The count
+# reads jobs_key_held (`held.concurrency_key = ...` implies the index's IS NOT NULL term)
+# and each running row's limit. (Within one claim two jobs of a key may both pass, as may
+# two workers' claims on PostgreSQL: the queue then keeps the first ones and gives the
+# rest back, core.within_limits.)
 KEY_FREE = """(concurrency_key IS NULL
-                   OR concurrency_limit > (SELECT COUNT(*) FROM jobs AS held
-                     WHERE held.concurrency_key = jobs.concurrency_key
-                       AND held.state = 'running'
-                       AND held.visible_at > :now))"""
+                   OR (SELECT COUNT(*) < jobs.concurrency_limit
+                              AND (COUNT(*) = 0 OR COUNT(*) < MIN(held.concurrency_limit))
+                         FROM jobs AS held
+                        WHERE held.concurrency_key = jobs.concurrency_key
+                          AND held.state = 'running'
+                          AND held.visible_at > :now))"""
+
+# A keyed job's lease holds a place of its key, which the claim gives to another job of
+# the key the moment the lease runs out. So for a keyed job the deadline is part of the
+# fence: once it has passed, its holder can no longer renew, complete or fail it (the job
+# runs again under a new claim). An unkeyed job keeps the tutorial's rule: a late report
+# whose token still matches (nobody took the job over) is accepted. ?1 is the statement's
+# first parameter, the time now.
+LEASE_LIVE = "(concurrency_key IS NULL OR visible_at > ?1)"
+LEASE_LIVE_NAMED = "(concurrency_key IS NULL OR visible_at > :now)"
 
 _CLAIM = """
 UPDATE jobs
@@ -432,12 +455,13 @@ SELECT MIN(visible_at) FROM jobs
  WHERE state IN ('queued', 'running'){scope}
 """)
 
-# The running jobs with a live lease of each concurrency key in :keys (a JSON array), from
-# jobs_key_held: what a claim counts against each key's limit (core.within_limits).
+# The running jobs with a live lease of each concurrency key in :keys (a JSON array), and
+# the strictest limit among them, from jobs_key_held: what a claim counts against each
+# key's limit (core.within_limits). Rows leased under :token (the claim asking) are left out.
 HELD = """
-SELECT concurrency_key, COUNT(*) FROM jobs
+SELECT concurrency_key, COUNT(*), MIN(concurrency_limit) FROM jobs
  WHERE concurrency_key IN (SELECT value FROM json_each(:keys))
-   AND state = 'running' AND visible_at > :now
+   AND state = 'running' AND visible_at > :now AND lease_token IS NOT :token
  GROUP BY concurrency_key
 """
 
@@ -472,6 +496,23 @@ SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(paylo
  ORDER BY id
 """
 
+# The rows leased under one claim's token, still running: what a claim whose reply was
+# lost had taken (core.Queue.settle, again=True). Through jobs_ready's live rows; the
+# rare path only.
+_BY_TOKEN = """
+  FROM jobs
+ WHERE state IN ('queued', 'running') AND state = 'running' AND lease_token = :token
+ ORDER BY id
+"""
+CLAIMED_BY_TOKEN = (
+    "SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at,"
+    " concurrency_key, concurrency_limit" + _BY_TOKEN
+)
+CLAIMED_BY_TOKEN_RAW = (  # as CLAIMED_RAW: for a row whose text is not UTF-8
+    "SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(payload),"
+    " attempts, max_attempts, lease_token, visible_at, concurrency_key, concurrency_limit" + _BY_TOKEN
+)
+
 # A claimed job whose row cannot be read (its payload is not JSON text, say): no retry
 # can change that, so it goes straight to the dead letters, fenced like fail().
 BURY = f"""
@@ -481,20 +522,20 @@ UPDATE jobs
  WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
-COMPLETE = """
+COMPLETE = f"""
 UPDATE jobs
-   SET state = 'done', finished_at = ?, lease_token = NULL
- WHERE id = ? AND lease_token = ? AND state = 'running'
+   SET state = 'done', finished_at = ?1, lease_token = NULL
+ WHERE id = ?2 AND lease_token = ?3 AND state = 'running' AND {LEASE_LIVE}
 """
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
 # each still fenced by the token; the ids come back for the ones that were still ours.
 # The ids go in as one parameter each, an IN list of complete_many(count)'s placeholders
 # (measured here: a third less time per job than handing SQLite a JSON array to json_each).
-_COMPLETE_MANY = """
+_COMPLETE_MANY = f"""
 UPDATE jobs
    SET state = 'done', finished_at = ?, lease_token = NULL
- WHERE id IN ({ids}) AND lease_token = ? AND state = 'running'
+ WHERE id IN ({{ids}}) AND lease_token = ? AND state = 'running' AND {LEASE_LIVE}
 RETURNING id
 """
 # The most ids one COMPLETE_MANY or CLAIM_IDS takes (SQLite allows 32,766 parameters
@@ -510,10 +551,10 @@ def complete_many(count: int) -> str:
 
 COMPLETE_MANY = complete_many(1)  # its shape, as the course's tables and plans show it
 
-COMPLETE_ID_RUN = """
+COMPLETE_ID_RUN = f"""
 UPDATE jobs
    SET state = 'done', finished_at = ?, lease_token = NULL
- WHERE id BETWEEN ? AND ? AND lease_token = ? AND state = 'running'
+ WHERE id BETWEEN ? AND ? AND lease_token = ? AND state = 'running' AND {LEASE_LIVE}
 RETURNING id
 """
 
@@ -537,13 +578,14 @@ UPDATE jobs
        finished_at = CASE WHEN :final OR attempts >= max_attempts THEN :now END,
        lease_token = NULL,
        last_error  = substr(:error, 1, {MAX_ERROR_CHARS})
- WHERE id = :id AND lease_token = :token AND state = 'running'
+ WHERE id = :id AND lease_token = :token AND state = 'running' AND {LEASE_LIVE_NAMED}
 RETURNING state
 """
 
+# Parameters: the new deadline, the id, the token, the time now.
 HEARTBEAT = """
 UPDATE jobs SET visible_at = ?
- WHERE id = ? AND lease_token = ? AND state = 'running'
+ WHERE id = ? AND lease_token = ? AND state = 'running' AND (concurrency_key IS NULL OR visible_at > ?)
 """
 
 REQUEUE_DEAD = """

@@ -4,7 +4,8 @@ Your queue's claim() opens a write transaction every time it is called, even on 
 queue. labqueue's claim first asks, with a read, whether anything is claimable at all, and
 takes the write lock only when something is. The learner writes that read: a SELECT that
 answers 1 when some job is claimable at `:now` and 0 otherwise. The checker runs it on a
-read-only connection against scenes of one job each.
+read-only connection against scenes of one job each, two of them due at exactly `:now`
+(the claim compares with `<=`, so a job due now is claimable).
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ NOW = 1040.0
 # Each scene holds one job, set up as its description says; True where a claim at t=1040 takes it.
 SCENES = {
     "a queued job, ready since 1000": ("queued", 1000.0, True),
+    "a queued job due at exactly 1040": ("queued", NOW, True),
     "a queued job delayed until 1140": ("queued", 1140.0, False),
     "a running job leased until 1050": ("running", 1050.0, False),
     "a running job whose lease ended at 1030": ("running", 1030.0, True),
+    "a running job whose lease ends at exactly 1040": ("running", NOW, True),
     "a done job": ("done", 1000.0, False),
     "a dead job": ("dead", 1000.0, False),
 }
 ANSWER = "SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= :now)"
+
+
+# The scenes due at exactly :now, which a strict `<` leaves out.
+AT_NOW = {scene for scene, (_, visible_at, _) in SCENES.items() if visible_at == NOW}
 
 
 def _scene(folder: Path, state: str, visible_at: float) -> Path:
@@ -58,10 +65,18 @@ def check_ready_query(ready_query: object) -> Verdict:
             answer = row[0] if row else None
             if answer not in (0, 1) or bool(answer) != claimable:
                 takes = "it" if claimable else "nothing"
-                wrong.append(f"{scene}: it answered {answer!r}, a claim would take {takes}")
+                wrong.append((scene, f"{scene}: it answered {answer!r}, a claim would take {takes}"))
+    if wrong and {scene for scene, _ in wrong} == AT_NOW:
+        return not_yet(
+            f"{' and '.join(sorted(AT_NOW))}: your query answered 0, but a claim at 1040 takes either. "
+            "A job whose visible_at is exactly :now is due: your comparison leaves the moment itself out."
+        )
     if wrong:
-        return not_yet("; ".join(wrong))
-    return passed(f"your read tells all {len(SCENES)} scenes apart as the claim does, with no write lock.")
+        return not_yet("; ".join(what for _, what in wrong))
+    return passed(
+        f"your read tells all {len(SCENES)} scenes apart as the claim does, the jobs due at exactly :now "
+        "included, with no write lock."
+    )
 
 
 CHECKERS = {"ready_query": check_ready_query}
@@ -72,6 +87,10 @@ WRONG = {
         {"ready_query": "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND visible_at <= :now)"},
         {"ready_query": "SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('queued', 'running'))"},
         {"ready_query": "SELECT COUNT(*) FROM jobs WHERE visible_at <= :now"},
+        {
+            "ready_query": "SELECT EXISTS (SELECT 1 FROM jobs"
+            " WHERE state IN ('queued', 'running') AND visible_at < :now)"
+        },
         {"ready_query": "UPDATE jobs SET worker = 'x' RETURNING 1"},
     ]
 }

@@ -78,6 +78,40 @@ def claim_order(order_by: str, folder: str | Path | None = None) -> tuple[list[i
     return taken, search_plan
 
 
+def scenario_jobs() -> dict[int, tuple[int, float]]:
+    """Each job of the scenario: its priority and when it is ready (visible_at), as the claims
+    at t=10 find them."""
+    with tempfile.TemporaryDirectory(prefix="nb15_") as scratch:
+        clock = FakeClock(0.0)
+        with JobQueue(
+            Path(scratch) / "jobs.db", clock=clock, lease_seconds=LEASE, rng=lambda: 1.0, wake=False
+        ) as q:
+            _scenario(q, clock)
+            rows = q.db.execute("SELECT id, priority, visible_at FROM jobs").fetchall()
+    return {row["id"]: (row["priority"], row["visible_at"]) for row in rows}
+
+
+def _why_apart(mine: int | None, right: int) -> str:
+    """What the learner's order got wrong where it first parts from the claim's."""
+    if mine is None:
+        return f"your order stopped before job {right}"
+    jobs = scenario_jobs()
+    (p_mine, ready_mine), (p_right, ready_right) = jobs[mine], jobs[right]
+    said = f"job {mine} instead of job {right}"
+    if p_mine != p_right:
+        return (
+            f"{said}: job {mine} has priority {p_mine}, job {right} priority {p_right}. A worker wants the "
+            "highest priority first."
+        )
+    if ready_mine != ready_right:
+        return (
+            f"{said}: both have priority {p_mine}, but job {right} has been ready since "
+            f"t={ready_right:g} and job {mine} only since t={ready_mine:g} (a delayed job, or a retry, "
+            "keeps its id but not its place). Among jobs of one priority, the one ready longest goes first."
+        )
+    return f"{said}: same priority, ready at the same moment; a tie goes to the lower id."
+
+
 def check_claim_order(order_by: object) -> Verdict:
     """Passes when `order_by` claims the jobs in the package's order (highest priority first,
     then the oldest visible_at, then the lowest id) and SQLite reads that order off the index."""
@@ -94,10 +128,10 @@ def check_claim_order(order_by: object) -> Verdict:
     want, _ = claim_order(sql.CLAIM_ORDER)
     if got != want:
         first = next(i for i, (a, b) in enumerate(zip(got, want + [None] * len(got), strict=False)) if a != b)
+        mine = got[first] if first < len(got) else None
         return not_yet(
             f"ORDER BY {order_by} claims jobs {got}; the claim must take {want}. They part at claim "
-            f"{first + 1}: job {got[first]} instead of job {want[first]}. Which job does a worker want "
-            "first, and among jobs of one priority, which has waited longest?"
+            f"{first + 1}: {_why_apart(mine, want[first])}"
         )
     if "TEMP B-TREE" in got_plan:
         return not_yet(

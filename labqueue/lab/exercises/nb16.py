@@ -2,10 +2,12 @@
 
 ``check_period_key`` races four scheduler threads, each with its own connection to one queue
 file and its own fake clock, against your ``period_key(name, seconds, now)``. Two schedules
-("report" and "cleanup", both every 60 s) tick twice per scheduler in every period, at
-scattered moments, except for three periods when every scheduler is down. Each tick enqueues
-with ``dedupe_key=period_key(...)``. It passes when every period with a tick got exactly one
-job of each schedule.
+("report" every 60 s and "cleanup" every 90 s) tick twice per scheduler in each of ten
+minutes, at scattered moments, except for three minutes when every scheduler is down. Each
+tick enqueues with ``dedupe_key=period_key(...)``. It passes when every period of each
+schedule that had a tick got exactly one job. A wrong key is then probed directly, so the
+message names its mistake: a fixed period length, rounding to the nearest period, a key per
+tick, or a key shared between periods or schedules.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ from ...queue import JobQueue, period_start
 from . import Verdict, not_yet, passed, starting_points
 
 PeriodKey = Callable[[str, float, float], str]
+Tick = tuple[str, float, str, int | None]  # schedule, time, key, new job id or None
 
 SCHEDULERS = 4
-SECONDS = 60.0
-SCHEDULES = ("report", "cleanup")
-FIRST_PERIOD = 6000.0  # a multiple of SECONDS
-PERIODS = 10
-DOWN = (4, 5, 6)  # periods in which every scheduler is down
-TICKS_PER_PERIOD = 2
+SCHEDULES = {"report": 60.0, "cleanup": 90.0}  # name: seconds; two lengths, so a fixed one shows
+ROUND = 60.0  # the schedulers tick in rounds of a minute, all in the same minute at once
+FIRST_ROUND = 5400.0  # a multiple of both schedules' periods
+ROUNDS = 10
+DOWN = (4, 5, 6)  # rounds in which every scheduler is down
+TICKS_PER_ROUND = 2
 
 
 def starter_period_key(name: str, seconds: float, now: float) -> str:
@@ -52,11 +55,15 @@ def wrong_period_key_no_period(name: str, seconds: float, now: float) -> str:
     return f"every:{name}"
 
 
-def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[tuple[str, float, str, int | None]]:
+def wrong_period_key_fixed_minute(name: str, seconds: float, now: float) -> str:
+    return f"every:{name}:{int(now) // 60}"  # a period index, but always of 60 s
+
+
+def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[Tick]:
     """The race: returns every tick as (schedule, time, key, new job id or None). Raises
     what the learner's function raised (the first such error), or TypeError for a key
     that is not text."""
-    ticks: list[tuple[str, float, str, int | None]] = []
+    ticks: list[Tick] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
     gate = threading.Barrier(SCHEDULERS)
@@ -66,17 +73,17 @@ def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[tuple[
 
         def scheduler(index: int) -> None:
             rng = random.Random(150 + index)
-            clock = FakeClock(FIRST_PERIOD)
+            clock = FakeClock(FIRST_ROUND)
             with JobQueue(path, clock=clock, wake=False) as q:
-                for period in range(PERIODS):
-                    gate.wait()  # all schedulers tick in the same period at the same time
-                    if period in DOWN or errors:
+                for minute in range(ROUNDS):
+                    gate.wait()  # all schedulers tick in the same minute at the same time
+                    if minute in DOWN or errors:
                         continue
-                    moments = sorted(rng.uniform(0, SECONDS) for _ in range(TICKS_PER_PERIOD))
+                    moments = sorted(rng.uniform(0, ROUND) for _ in range(TICKS_PER_ROUND))
                     for offset, name in ((o, n) for o in moments for n in SCHEDULES):
-                        clock.now = FIRST_PERIOD + period * SECONDS + offset
+                        clock.now = FIRST_ROUND + minute * ROUND + offset
                         try:
-                            key = period_key(name, SECONDS, clock.now)
+                            key = period_key(name, SCHEDULES[name], clock.now)
                             if not isinstance(key, str):
                                 raise TypeError(f"it returned {key!r}, not a string")
                             job_id = q.enqueue(name, None, dedupe_key=key)
@@ -105,6 +112,71 @@ def race(period_key: PeriodKey, folder: str | Path | None = None) -> list[tuple[
     return ticks
 
 
+def _probe(period_key: PeriodKey, name: str, seconds: float, now: float) -> str | None:
+    try:
+        return period_key(name, seconds, now)
+    except Exception:
+        return None
+
+
+def _ignores_seconds(period_key: PeriodKey, name: str) -> bool:
+    """The same key for a 60 s and a 90 s period that start at different moments."""
+    moments = (FIRST_ROUND + 60.0, FIRST_ROUND + 150.0, FIRST_ROUND + 250.0)
+    return all(
+        (a := _probe(period_key, name, 60.0, t)) is not None and a == _probe(period_key, name, 90.0, t)
+        for t in moments
+    )
+
+
+def _rounds(period_key: PeriodKey, name: str, seconds: float, start: float) -> bool:
+    """A moment late in the period gets the key of the next period's start."""
+    late = _probe(period_key, name, seconds, start + 0.75 * seconds)
+    return late is not None and late == _probe(period_key, name, seconds, start + seconds)
+
+
+def _too_many(period_key: PeriodKey, name: str, start: float, mine: list[Tick], created: list[Tick]) -> str:
+    seconds = SCHEDULES[name]
+    keys = sorted({t[2] for t in created})
+    shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+    said = (
+        f"{name!r} (every {seconds:g} s), period starting at t={start:g}: {len(created)} jobs from "
+        f"{len(mine)} ticks, under the keys {shown}."
+    )
+    if _probe(period_key, name, seconds, start + 0.1 * seconds) != _probe(
+        period_key, name, seconds, start + 0.2 * seconds
+    ):
+        return (
+            f"{said} Your key changes from one moment to the next: every tick in one period must make "
+            "the same key."
+        )
+    if _ignores_seconds(period_key, name):
+        return (
+            f"{said} Your key gives a 60 s and a 90 s schedule the same periods: its period length is "
+            "fixed, so 'cleanup', every 90 s, gets a job every minute. The period must come from `seconds`."
+        )
+    if _rounds(period_key, name, seconds, start):
+        return (
+            f"{said} A tick late in the period made the key a tick in the next period makes: a moment "
+            "belongs to the period it falls in, not to the nearest one."
+        )
+    return f"{said} Every tick in one period must make the same key."
+
+
+def _none(name: str, start: float, mine: list[Tick], ticks: list[Tick]) -> str:
+    key = mine[0][2]
+    first = next(t for t in ticks if t[2] == key and t[3] is not None)
+    where = f"{name!r} (every {SCHEDULES[name]:g} s), period starting at t={start:g}: no job at all."
+    if first[0] != name:
+        return (
+            f"{where} Its ticks made the key {key!r}, which the other schedule, {first[0]!r}, took first: "
+            "the key must name its schedule."
+        )
+    return (
+        f"{where} Its ticks made the key {key!r}, which a tick at t={first[1]:g}, in an earlier period, "
+        "took first: the key must change from one period to the next."
+    )
+
+
 def check_period_key(period_key: object) -> Verdict:
     """Passes when `period_key(name, seconds, now)` gives every tick of one schedule in one
     period the same key, and a different key to any other period or schedule."""
@@ -114,32 +186,21 @@ def check_period_key(period_key: object) -> Verdict:
         ticks = race(period_key)
     except Exception as exc:
         return not_yet(f"period_key raised {type(exc).__name__}: {exc}")
-    for name in SCHEDULES:
-        for period in range(PERIODS):
-            if period in DOWN:
-                continue
-            start = FIRST_PERIOD + period * SECONDS
-            mine = [t for t in ticks if t[0] == name and period_start(t[1], SECONDS) == start]
+    ticks.sort(key=lambda t: t[1])
+    periods = 0
+    for name, seconds in SCHEDULES.items():
+        for start in sorted({period_start(t[1], seconds) for t in ticks if t[0] == name}):
+            mine = [t for t in ticks if t[0] == name and period_start(t[1], seconds) == start]
             created = [t for t in mine if t[3] is not None]
-            where = f"{name!r}, period starting at t={start:g}"
             if len(created) > 1:
-                keys = sorted({t[2] for t in created})
-                shown = ", ".join(repr(k) for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
-                return not_yet(
-                    f"{where}: {len(created)} jobs from {len(mine)} ticks, under the keys {shown}. "
-                    "Every tick in one period must make the same key."
-                )
+                return not_yet(_too_many(period_key, name, start, mine, created))
             if not created:
-                key = mine[0][2]
-                return not_yet(
-                    f"{where}: no job at all. Its ticks made the key {key!r}, which an earlier "
-                    "period or the other schedule had already used."
-                )
-    ran = PERIODS - len(DOWN)
+                return not_yet(_none(name, start, mine, ticks))
+            periods += 1
     return passed(
-        f"{len(ticks)} ticks from {SCHEDULERS} racing schedulers made exactly one job per schedule "
-        f"in each of the {ran} periods they were up, and none in the {len(DOWN)} periods they were down: "
-        "the period's start is the key."
+        f"{len(ticks)} ticks from {SCHEDULERS} racing schedulers made exactly one job in each of the "
+        f"{periods} periods of the two schedules (60 s and 90 s) that had a tick, and none while all "
+        "were down: one key per period and schedule."
     )
 
 
@@ -151,6 +212,7 @@ WRONG = {
         {"period_key": wrong_period_key_no_name},
         {"period_key": wrong_period_key_rounded},
         {"period_key": wrong_period_key_no_period},
+        {"period_key": wrong_period_key_fixed_minute},
     ]
 }
 
