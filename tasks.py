@@ -7,7 +7,8 @@
     python tasks.py bench pg [ARGS]       PostgreSQL beside SQLite (python -m labqueue.bench.pg)
     python tasks.py chaos [ARGS]          a chaos run of any size (python -m labqueue.chaos)
     python tasks.py binder-url [REMOTE] [--ref REF]   the Binder link (and badge) for this repository
-    python tasks.py site [--remote URL]   the course as a read-only website in build/site/ (offline)
+    python tasks.py site [--remote URL]   the course and the package's guide and reference as a website
+                                          in build/site/ (offline)
 
 Two environments, each made on first use and remade when what it is built from changes:
 ./.venv-lab, the course's, built exactly as Binder builds it (a fresh virtual environment,

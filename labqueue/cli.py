@@ -762,7 +762,7 @@ def migrate(args: argparse.Namespace) -> int:
     schema's labqueue_migrations table. --dry-run prints what it would do, --status what is
     applied and pending. Expand steps (the default) leave the queue usable by the labqueue
     version before this one; --contract also takes the steps that do not, once every
-    producer and worker runs this version (README: Upgrading)."""
+    producer and worker runs this version (docs/package/howto/upgrades.md)."""
     from . import migrate as migrating
 
     if args.status or args.dry_run:

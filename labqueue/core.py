@@ -1389,6 +1389,7 @@ class Queue:
         return {state: found.get(state, 0) for state in STATES}
 
     def close(self) -> None:
+        """Close the connection (leaving a ``with`` block does it)."""
         self._d.close()
 
     def __enter__(self) -> Any:

@@ -75,10 +75,12 @@ class KeepAlive:
             self.lost.set()
 
     def start(self) -> KeepAlive:
+        """Start renewing the lease every `interval` seconds, in a thread of its own."""
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop renewing and wait for the thread to end (leaving a ``with`` block does it)."""
         self._halt.set()
         if self._thread.is_alive():
             self._thread.join()

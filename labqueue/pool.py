@@ -208,6 +208,7 @@ class WorkerPool:
         return {w.name: w.proc for w in self.workers if w.proc.poll() is None}
 
     def alive(self) -> int:
+        """How many worker processes are running."""
         return len(self.processes)
 
     def command_line(self, name: str) -> list[str]:
@@ -369,6 +370,7 @@ class WorkerPool:
         return self.reap()
 
     def close(self) -> None:
+        """Stop the workers, warm then hard (leaving a ``with`` block does it)."""
         self.stop()
 
     def __enter__(self) -> WorkerPool:

@@ -123,10 +123,12 @@ class JobQueue(Queue):
 
     @property
     def path(self) -> Path:
+        """The queue's SQLite file."""
         return self._sqlite.path
 
     @property
     def wake(self) -> bool:
+        """Whether enqueue sends idle workers a wake-up hint after it commits (``wake=``)."""
         return self._sqlite.wake_enabled
 
     def __enter__(self) -> JobQueue:

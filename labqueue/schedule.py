@@ -57,6 +57,7 @@ class Every:
 
     @property
     def label(self) -> str:
+        """The schedule's name, or its kind when it has none: how a Scheduler tells schedules apart."""
         return self.kind if self.name is None else self.name
 
     def tick(self, q: _Ticks) -> int | None:

@@ -161,6 +161,7 @@ class Settings:
 
     @classmethod
     def options(cls) -> list[tuple[dataclasses.Field, Option]]:
+        """Each field with its option (flag, help, variable), in declaration order."""
         return [(f, f.metadata["option"]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
 
     @classmethod

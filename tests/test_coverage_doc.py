@@ -1,6 +1,7 @@
 """docs/coverage.md maps every fact of the reference tutorial to the notebook and section where a
-learner meets it ("08 § Why the retire statement has its own index"). Notebooks are rewritten;
-this holds each reference to a section the notebook has."""
+learner meets it ("08 § Why the retire statement has its own index"), or the page of the package's
+guide ("docs/package/howto/queues.md § Priorities and named queues"). Notebooks and pages are
+rewritten; this holds each reference to a section the notebook or page has."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COVERAGE = ROOT / "docs" / "coverage.md"
-# "08 § ...", "00 Introduction § ..." or "README § ...": whose every following "§ ..." is
-NOTEBOOK_REF = re.compile(r"\b(\d\d|README)(?: [A-Z][a-z]+)? § ")
+# "08 § ...", "00 Introduction § ...", "README § ..." or "docs/NAME.md § ...": whose every
+# following "§ ..." is
+NOTEBOOK_REF = re.compile(r"(?<![\w/.-])(\d\d|README|docs/[\w/.-]+\.md)(?: [A-Z][a-z]+)? § ")
 OPENING = "intro"  # the notebook's opening, before its first section
 
 
@@ -20,10 +22,18 @@ def flat(text: str) -> str:
     return " ".join(text.replace("`", "").split())
 
 
+def headings(path: Path) -> set[str]:
+    """A Markdown file's section headings (## and ###), flattened."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {flat(line.lstrip("#")) for line in lines if line.startswith(("## ", "### "))}
+
+
 def sections() -> dict[str, set[str]]:
-    """Each notebook number's section headings (## and ###), and the README's, flattened."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    found = {"README": {flat(line.lstrip("#")) for line in readme if line.startswith(("## ", "### "))}}
+    """Each notebook number's section headings (## and ###), the README's and each docs page's
+    (by its path, docs/...), flattened."""
+    found = {"README": headings(ROOT / "README.md")}
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        found[path.relative_to(ROOT).as_posix()] = headings(path)
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] == "markdown":

@@ -11,7 +11,7 @@ import labqueue
 from labqueue import errors
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # the guide in docs/package/ too
 # a backticked name, maybe qualified (`labqueue.CannotCancel`, `q.cancel`): its last part
 BACKTICKED = re.compile(r"`(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)")
 
@@ -25,7 +25,7 @@ def labqueue_errors() -> set[str]:
 
 
 def documented_errors() -> dict[str, str]:
-    """The error names README.md and docs/*.md put in backticks (those ending in Error, or
+    """The error names README.md and docs/**/*.md put in backticks (those ending in Error, or
     named in labqueue.errors; Python's own, such as `ValueError`, left out), by document."""
     ours = labqueue_errors()
     found: dict[str, str] = {}

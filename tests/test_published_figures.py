@@ -1,5 +1,6 @@
-"""Every benchmark figure README.md publishes is the saved run's, as labqueue.bench.published
-writes it from data/: a figure typed by hand, or left behind by a new run, fails here."""
+"""Every benchmark figure the guide's benchmarks page (docs/package/benchmarks.md) publishes is
+the saved run's, as labqueue.bench.published writes it from data/: a figure typed by hand, or
+left behind by a new run, fails here."""
 
 from __future__ import annotations
 
@@ -11,33 +12,33 @@ import pytest
 from labqueue.bench import published
 
 
-def test_the_readme_publishes_every_figure_paragraph():
-    assert set(published.blocks(published.README.read_text())) == set(published.FILES)
+def test_the_benchmarks_page_publishes_every_figure_paragraph():
+    assert set(published.blocks(published.PAGE.read_text())) == set(published.FILES)
 
 
 @pytest.mark.parametrize("name", sorted(published.FILES))
 def test_each_published_paragraph_is_what_its_data_file_says(name):
-    body = published.blocks(published.README.read_text())[name]
+    body = published.blocks(published.PAGE.read_text())[name]
     assert body == published.render(name), (
-        f"README's {name} figures differ from data/{published.FILES[name]}: "
-        "python -m labqueue.bench figures --readme rewrites them"
+        f"{published.PAGE.name}'s {name} figures differ from data/{published.FILES[name]}: "
+        "python -m labqueue.bench figures --page rewrites them"
     )
 
 
 def test_a_new_run_rewrites_only_the_paragraph_whose_data_changed(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(published.DATA, data)
-    readme = tmp_path / "README.md"
-    readme.write_text(published.README.read_text())
-    assert published.rewrite(readme, data) == []  # nothing new: nothing rewritten
+    page = tmp_path / "benchmarks.md"
+    page.write_text(published.PAGE.read_text())
+    assert published.rewrite(page, data) == []  # nothing new: nothing rewritten
 
     results = json.loads((data / "bench_pg.json").read_text())
     results["summary"][0]["postgres_jobs_per_s"] = 123_456.0
     (data / "bench_pg.json").write_text(json.dumps(results))
-    assert published.rewrite(readme, data) == ["bench_pg"]
-    text = readme.read_text()
+    assert published.rewrite(page, data) == ["bench_pg"]
+    text = page.read_text()
     assert "PostgreSQL 123,456 /" in text.replace("\n", " ")
-    assert published.blocks(text)["bench"] == published.blocks(published.README.read_text())["bench"]
+    assert published.blocks(text)["bench"] == published.blocks(published.PAGE.read_text())["bench"]
 
 
 def test_the_peers_paragraph_names_procrastinate_only_when_the_run_raced_it(tmp_path):

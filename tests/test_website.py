@@ -4,6 +4,7 @@ the built site itself is read in Chromium by tests/browser/test_site_in_browser.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 
 from labqueue.website import build
@@ -96,3 +97,43 @@ def test_every_page_says_where_to_ask_and_the_feedback_page_names_the_issues():
         assert "../docs/feedback.md" not in text and "(feedback.md)" in text, page.name
     feedback = build.feedback_text("ada/labqueue")
     assert "https://github.com/ada/labqueue/issues" in feedback and "](workshop.md)" not in feedback
+
+
+def test_a_guide_page_links_into_the_site_or_to_the_file_on_github():
+    places = build.site_places(build.pages())
+    text = (
+        "[deploy](../../deploy.md#metrics), "
+        "[notebook 05](../../../notebooks/05_effect_in_transaction.ipynb), [limits](concurrency-keys.md), "
+        "[the API](../reference/api.md), [changes](../../../CHANGELOG.md), "
+        "[the files](../../../deploy/), [a heading](#passwords), [outside](https://example.org/x.md)"
+    )
+    page = build.guide_source("docs/package/howto/testing.md", text, places, "ada/labqueue")
+    assert page.startswith(
+        "[deploy](deploy.md#metrics), [notebook 05](../../05_effect_in_transaction.ipynb), "
+        "[limits](concurrency-keys.md), [the API](../reference/api.md), "
+        "[changes](https://github.com/ada/labqueue/blob/HEAD/CHANGELOG.md), "
+        "[the files](https://github.com/ada/labqueue/blob/HEAD/deploy), [a heading](#passwords), "
+        "[outside](https://example.org/x.md)"
+    )
+    assert "[where to ask](../../feedback.md)" in page
+
+
+def test_every_link_of_readme_and_the_guide_names_a_file_of_the_repository():
+    """A link to a file that is no page of the site becomes a link to it on GitHub: it must exist."""
+    from labqueue.website.reference import NAMES
+
+    written = {f"docs/package/reference/{name}.md" for name in NAMES}  # made at build time
+    broken = []
+    for where in ["README.md", *build.site_places(build.pages())]:  # README, the front page, too
+        if where.endswith(".md") and where not in written:
+            for match in build.RELATIVE_LINK.finditer((build.ROOT / where).read_text(encoding="utf-8")):
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(where), match["path"]))
+                if target not in written and not (build.ROOT / target).exists():
+                    broken.append(f"{where}: {match['path']}")
+    assert broken == []
+
+
+def test_the_index_opens_the_package_section():
+    text = build.index_text(build.pages())
+    assert ":caption: The package · guide and reference" in text and "\npackage/index\n" in text
+    assert "](package/quickstart.md)" in text and "](package/reference/index.md)" in text

@@ -1,10 +1,10 @@
-"""The benchmark figures README.md publishes, written from the data files the benchmarks
-save, never typed by hand.
+"""The benchmark figures the guide's benchmarks page (docs/package/benchmarks.md) publishes,
+written from the data files the benchmarks save, never typed by hand.
 
-    python -m labqueue.bench figures            run the three benchmarks, save data/, rewrite README
-    python -m labqueue.bench figures --readme   rewrite README's figures from the saved data/ only
+    python -m labqueue.bench figures            run the benchmarks, save data/, rewrite the page
+    python -m labqueue.bench figures --page     rewrite the page's figures from the saved data/ only
 
-Each figure paragraph of the README sits between two markers,
+Each figure paragraph of the page sits between two markers,
 
     <!-- figures: bench -->  ...  <!-- /figures -->
 
@@ -29,7 +29,7 @@ from typing import Any
 from .report import DATA_FILE, paired_ratio
 
 DATA = DATA_FILE.parent
-README = DATA.parent / "README.md"
+PAGE = DATA.parent / "docs" / "package" / "benchmarks.md"
 FILES = {
     "bench": "bench_results.json",
     "bench_pg": "bench_pg.json",
@@ -321,14 +321,14 @@ def _wrap(text: str, width: int = 100) -> str:
     return "\n".join([*lines, line])
 
 
-def blocks(readme: str) -> dict[str, str]:
-    """The figure paragraphs README holds, by name."""
-    return {m["name"]: m["body"] for m in BLOCK.finditer(readme)}
+def blocks(text: str) -> dict[str, str]:
+    """The figure paragraphs `text` holds, by name."""
+    return {m["name"]: m["body"] for m in BLOCK.finditer(text)}
 
 
-def rewrite(readme: Path = README, data: Path = DATA) -> list[str]:
-    """Rewrite every figure paragraph of `readme` from `data`; the names that changed."""
-    text = readme.read_text()
+def rewrite(page: Path = PAGE, data: Path = DATA) -> list[str]:
+    """Rewrite every figure paragraph of `page` from `data`; the names that changed."""
+    text = page.read_text()
     changed: list[str] = []
 
     def fresh(match: re.Match[str]) -> str:
@@ -339,22 +339,25 @@ def rewrite(readme: Path = README, data: Path = DATA) -> list[str]:
 
     new = BLOCK.sub(fresh, text)
     if new != text:
-        readme.write_text(new)
+        page.write_text(new)
     return changed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m labqueue.bench figures",
-        description="Run the benchmarks whose figures README.md publishes, save them in data/, "
-        "and rewrite README's figure paragraphs from them.",
+        description=f"Run the benchmarks whose figures {PAGE.relative_to(DATA.parent)} publishes, save "
+        "them in data/, and rewrite its figure paragraphs from them.",
     )
-    parser.add_argument("--readme", action="store_true", help="only rewrite README from the saved data/")
+    parser.add_argument(
+        "--page", "--readme", action="store_true", help="only rewrite the page from the saved data/"
+    )
     args = parser.parse_args(argv)
-    if not args.readme:
+    if not args.page:
         for name, command in COMMANDS.items():
             print(f"== {name}: python -m {' '.join(command)}", flush=True)
             subprocess.run([sys.executable, "-m", *command], check=True)
     changed = rewrite()
-    print(f"README.md: {', '.join(changed) if changed else 'no'} figure paragraph(s) rewritten")
+    said = ", ".join(changed) if changed else "no"
+    print(f"{PAGE.relative_to(DATA.parent)}: {said} figure paragraph(s) rewritten")
     return 0

@@ -549,7 +549,7 @@ def survive_server(
         with open_queue(database) as q:
             q.db.execute(LEDGER_PG)
             q.enqueue_many("credit", [{"n": i} for i in range(jobs)])
-        # The database's URL goes in LABQUEUE_DB, as the README says, never on a command line
+        # The database's URL goes in LABQUEUE_DB, never on a command line (docs/package/howto/workers.md)
         command = [
             sys.executable,
             "-m",

@@ -74,7 +74,7 @@ def measure(
 
 
 def saved_worker_run(data: Path | None = None) -> str:
-    """The saved `labqueue bench wakeup --real-worker` run in README's words
+    """The saved `labqueue bench wakeup --real-worker` run in the benchmarks page's words
     (data/bench_wakeup_worker.json), or how to measure one where none is saved."""
     from ..bench import published
 

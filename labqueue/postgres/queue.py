@@ -55,10 +55,12 @@ class PgJobQueue(Queue):
 
     @property
     def url(self) -> str:
+        """The server's URL, as given (print it through ``labqueue.redaction.redact``)."""
         return self._pg.url
 
     @property
     def schema(self) -> str:
+        """The PostgreSQL schema this queue lives in (``schema=``, default ``labqueue``)."""
         return self._pg.schema
 
     def __enter__(self) -> PgJobQueue:

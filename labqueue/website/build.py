@@ -1,5 +1,7 @@
-"""Build the course site: every notebook as a page (its committed outputs, not a re-run),
-an index with the table of contents (Part 1, Part 2), and the glossary, into build/site/.
+"""Build the site: the course (every notebook as a page, its committed outputs, not a re-run;
+an index with the table of contents, Part 1 and Part 2; the glossary) and the package's guide
+and reference (docs/package/, docs/deploy.md and the pages labqueue.website.reference writes
+from the code), into build/site/.
 
     python tasks.py site [--remote URL]     (python -m labqueue.website)
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import posixpath
 import re
 import shutil
 import subprocess
@@ -29,6 +32,9 @@ NOTEBOOKS = ROOT / "notebooks"
 GLOSSARY = ROOT / "docs" / "glossary.md"
 FEEDBACK = ROOT / "docs" / "feedback.md"
 IMAGES = ROOT / "docs" / "images"  # pictures in the notebooks' text: ![...](../docs/images/x.png)
+PACKAGE = ROOT / "docs" / "package"  # the package's guide: quickstart, concepts, how-tos
+# Repository files beyond docs/package/ that are pages of the site, as they are: their place there.
+GUIDE_PAGES = {"docs/deploy.md": "package/howto/deploy.md", "docs/course.md": "course.md"}
 OUT = ROOT / "build" / "site"
 PART_2_FROM = "13"  # the bridge to labqueue opens Part 2
 # The repository the Binder links build when no GitHub remote is known (README's placeholder).
@@ -147,6 +153,63 @@ def page_source(page: Page, repo: str) -> dict:
     return nb
 
 
+def site_places(found: Sequence[Page]) -> dict[str, str]:
+    """Each repository file that is a page of the site (by its path in the repository): its
+    path in the site."""
+    places = {f"notebooks/{p.path.name}": p.path.name for p in found}
+    places |= {"docs/glossary.md": "glossary.md", "docs/feedback.md": "feedback.md", **GUIDE_PAGES}
+    from .reference import NAMES  # written at build time: linked as docs/package/reference/NAME.md
+
+    places |= {f"docs/package/reference/{name}.md": f"package/reference/{name}.md" for name in NAMES}
+    for path in sorted(PACKAGE.rglob("*.md")):
+        inside = path.relative_to(PACKAGE).as_posix()
+        places[f"docs/package/{inside}"] = f"package/{inside}"
+    return places
+
+
+# A markdown link to a file beside the page, `](../deploy/Dockerfile)` or `](concepts.md#leases)`.
+RELATIVE_LINK = re.compile(r"\]\((?!https?:|mailto:|#)(?P<path>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
+
+
+def guide_source(where: str, text: str, places: dict[str, str], repo: str) -> str:
+    """A guide page (the repository file `where`) as the site renders it: a link to another file
+    that is a page of the site points at that page, any other link at the file on GitHub."""
+    here = places[where]
+
+    def relinked(match: re.Match[str]) -> str:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(where), match["path"]))
+        anchor = match["anchor"] or ""
+        if target in places:
+            return f"]({posixpath.relpath(places[target], posixpath.dirname(here) or '.')}{anchor})"
+        return f"](https://github.com/{repo}/blob/HEAD/{target}{anchor})"
+
+    return RELATIVE_LINK.sub(relinked, text) + ask(here)
+
+
+def ask(place: str) -> str:
+    """The line saying where to ask, for the page at `place` in the site."""
+    feedback = posixpath.relpath("feedback.md", posixpath.dirname(place) or ".")
+    return ASK.replace("](feedback.md)", f"]({feedback})")
+
+
+def guide_sources(found: Sequence[Page], repo: str) -> dict[str, str]:
+    """The guide's pages by their path in the site (docs/package/, docs/deploy.md, docs/course.md)
+    with their links pointed into the site, and the reference written from the code."""
+    from . import reference
+
+    places = site_places(found)
+    written = {f"docs/package/reference/{name}.md" for name in reference.NAMES}
+    sources = {
+        place: guide_source(where, (ROOT / where).read_text(encoding="utf-8"), places, repo)
+        for where, place in places.items()
+        if (where.startswith("docs/package/") or where in GUIDE_PAGES) and where not in written
+    }
+    for name, text in reference.pages().items():
+        place = f"package/reference/{name}.md"
+        sources[place] = text + ask(place)
+    return sources
+
+
 def index_text(found: Sequence[Page]) -> str:
     """The home page: what the course is, and the table of contents in two parts."""
 
@@ -164,6 +227,11 @@ heartbeats and partial indexes, built step by step in {len(found)} notebooks. Pa
 {minutes[2] // 60} h {minutes[2] % 60} min) adds retention, priorities, cancellation, periodic jobs,
 waking workers and PostgreSQL.
 
+The package the course is built on has its own guide and reference here too: a
+[quickstart](package/quickstart.md), the [concepts](package/concepts.md),
+[how-to guides](package/howto/index.md) and a [reference](package/reference/index.md) written from
+the code.
+
 This site is the course as last run, to read anywhere. Each page has a link that opens it live in
 JupyterLab on Binder, where every experiment, widget and exercise runs. The words of the trade are in
 the [glossary](glossary.md).
@@ -175,9 +243,17 @@ the [glossary](glossary.md).
 {toc(1, "Part 1 · build the tutorial's queue, step by step")}
 {toc(2, "Part 2 · labqueue: what the tutorial leaves out")}
 ```{{toctree}}
+:caption: The package · guide and reference
+:maxdepth: 2
+
+package/index
+```
+
+```{{toctree}}
 :caption: Reference
 :maxdepth: 1
 
+course
 glossary
 feedback
 ```
@@ -211,6 +287,9 @@ def build(out: Path = OUT, *, remote: str | None = None, quiet: bool = True) -> 
     (source / "index.md").write_text(index_text(found), encoding="utf-8")
     (source / "glossary.md").write_text(GLOSSARY.read_text(encoding="utf-8") + ASK, encoding="utf-8")
     (source / "feedback.md").write_text(feedback_text(repo), encoding="utf-8")
+    for place, text in guide_sources(found, repo).items():
+        (source / place).parent.mkdir(parents=True, exist_ok=True)
+        (source / place).write_text(text, encoding="utf-8")
     shutil.copytree(HERE / "_static", source / "_static")
     if IMAGES.is_dir():
         shutil.copytree(IMAGES, source / "images")
@@ -250,5 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if note:
         print(note, file=sys.stderr)
     out = build(args.out, remote=remote)
-    print(f"built {len(pages())} notebook pages into {out} (open {out / 'index.html'})")
+    print(
+        f"built {len(pages())} notebook pages and the package's guide and reference into {out} "
+        f"(open {out / 'index.html'})"
+    )
     return 0
