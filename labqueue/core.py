@@ -484,8 +484,14 @@ class Queue:
         self._checked_worker: str | None = None
         self._paused: tuple[str, ...] = ()
         self._paused_read_at = -math.inf
+        self._secret_locations: tuple[object, ...] = ()
 
     # -- plumbing -------------------------------------------------------------
+
+    def keep_secret(self, *locations: object) -> None:
+        """Mask the passwords of `locations` (database URLs a worker knows) in every error,
+        note and reason this queue stores, besides any URL's password, which is always masked."""
+        self._secret_locations += locations
 
     @property
     def db(self) -> Any:
@@ -500,6 +506,9 @@ class Queue:
     def _now(self) -> float | None:
         clock = self._d.clock
         return None if clock is None else clock()
+
+    def _stored(self, error: str) -> str:
+        return stored_error(error, *self._secret_locations)
 
     def _tx(self) -> _Transaction:
         """Run the block as one write transaction on the driver's connection: committed at
@@ -552,7 +561,7 @@ class Queue:
         enqueue. Every queue object sees it within PAUSES_READ_EVERY seconds. Returns False
         if the queue was paused already (its first pause and reason are kept)."""
         queue = validate.queue_name(queue)
-        reason = None if reason is None else stored_error(validate.text("reason", reason))
+        reason = None if reason is None else self._stored(validate.text("reason", reason))
         with self._tx():
             paused = self._d.pause(queue, reason, self._now())
         self._paused_read_at = -math.inf
@@ -844,7 +853,7 @@ class Queue:
         """The fenced failure inside the caller's transaction: retried after backoff, or dead."""
         delay = self.backoff_delay(job.attempts)
         retry_at = None if now is None else now + delay
-        failure = Failure(job.id, job.lease_token, stored_error(error), not retry, delay, retry_at, now)
+        failure = Failure(job.id, job.lease_token, self._stored(error), not retry, delay, retry_at, now)
         return self._d.fail(failure)
 
     def backoff_delay(self, attempts: int) -> float:
@@ -1049,7 +1058,7 @@ class Queue:
         for job in jobs:
             check_job(job)
         delay = validate.seconds("delay", delay, allow_zero=True)
-        note = stored_error(validate.text("note", note))
+        note = self._stored(validate.text("note", note))
         if not jobs:
             return 0
         with self._tx():
@@ -1065,11 +1074,11 @@ class Queue:
         knows it) gets `running_message` instead. Leases are untouched: each job goes to
         another worker when its lease ends."""
         validate.text("worker", worker)
-        message = stored_error(validate.text("message", message))
+        message = self._stored(validate.text("message", message))
         if running is not None:
             validate.job_id(running)
         if running_message is not None:
-            running_message = stored_error(validate.text("running_message", running_message))
+            running_message = self._stored(validate.text("running_message", running_message))
         with self._tx():
             return sorted(self._d.note_crash(worker, message, running, running_message or message))
 
@@ -1375,10 +1384,13 @@ def check_effect(effect: object) -> None:
         raise InvalidArgument(f"effect must be a callable taking the connection, or None, got {effect!r:.80}")
 
 
-def stored_error(error: str) -> str:
-    """An error message as every backend can store it: its first MAX_ERROR_CHARS
-    characters, text UTF-8 cannot encode (a lone surrogate) and NUL as escapes."""
-    text = error[:MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+def stored_error(error: str, *locations: object) -> str:
+    """An error message as every backend can store it: no password in it (any URL's, any
+    password parameter's, and those of `locations`: labqueue.redaction.redact), its first
+    MAX_ERROR_CHARS characters, text UTF-8 cannot encode (a lone surrogate) and NUL as
+    escapes. Masked before it is cut, so a cut never leaves half a password behind."""
+    text = redact(error[: 4 * MAX_ERROR_CHARS], *locations)[:MAX_ERROR_CHARS]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00") if "\x00" in text else text
 
 
