@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, environment, listing, metrics
+from . import __version__, environment, hosts, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
 from .durations import duration, positive_duration
@@ -63,8 +63,9 @@ TOOLS = {
 }
 
 
-class UsageError(Exception):
-    """A bad argument found after parsing: reported like argparse's own, exit code 2."""
+class UsageError(LabqueueError):
+    """A bad argument found after parsing: reported like argparse's own, exit code 2 (a
+    LabqueueError, so a dashboard page shows its sentence: "no such file: ...")."""
 
 
 # -- worker -------------------------------------------------------------------------
@@ -469,7 +470,14 @@ def metrics_server(args: argparse.Namespace) -> int:
         print(f"serving metrics of {redact(args.db)} at http://{host}:{port}/metrics", flush=True)
 
     try:
-        metrics.serve(lambda: open_existing(args.db), args.host, args.port, ready=ready, stop=stop)
+        metrics.serve(
+            lambda: open_existing(args.db),
+            args.host,
+            args.port,
+            ready=ready,
+            stop=stop,
+            allow_hosts=args.allow_host,
+        )
     except OSError as exc:
         raise LabqueueError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     return 0
@@ -501,6 +509,7 @@ def dashboard(args: argparse.Namespace) -> int:
         location=args.db,
         allow_actions=args.allow_actions,
         token=token,
+        allow_hosts=args.allow_host,
     )
     stop = stop_on(signal.SIGINT, signal.SIGTERM)
 
@@ -719,6 +728,18 @@ def build_parser() -> argparse.ArgumentParser:
             default=default_port,
             help=f"the port (default {default_port}; 0: any free one)",
         )
+        p.add_argument(
+            "--allow-host",
+            action="append",
+            default=[],
+            type=allowed_host,
+            metavar="NAME",
+            help="answer requests sent to this host name too (repeatable): a name the server is "
+            "reached by, or a proxy that forwards its own Host, as JupyterLab's /proxy/PORT/ does; "
+            "* for any (a dashboard then needs a token). Without it only localhost, the loopback "
+            "addresses and --host are answered (and any IP address when --host is 0.0.0.0 or ::); "
+            "other names get 421, so a DNS-rebinding web page reads nothing",
+        )
 
     listening(command(metrics_server, "metrics", db_from_env=True), DEFAULT_METRICS_PORT, EVERY_INTERFACE)
     p = command(dashboard, db_from_env=True)
@@ -740,6 +761,13 @@ def build_parser() -> argparse.ArgumentParser:
 def listen_host(text: str) -> str:
     try:
         return metrics.listen_host(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def allowed_host(text: str) -> str:
+    try:
+        return hosts.allowed_name(text)
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

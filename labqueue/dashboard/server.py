@@ -14,7 +14,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError
+from ..hosts import ANY, REFUSAL, AllowedHosts
 from ..metrics import listen_host, run_server
 from ..redaction import redact
 from ..signals import StopEvent
@@ -66,7 +67,9 @@ class Response:
 class Dashboard:
     """One dashboard: how to open the queue (a context manager, per request), its name for
     pages (`where`, already redacted), the `location` whose secrets every message is cleaned
-    of, whether actions are on, and the access token (None: none needed)."""
+    of, whether actions are on, the access token (None: none needed), and the Host names
+    it answers besides localhost, the loopback addresses and the address it listens on
+    (`allow_hosts`, labqueue.hosts)."""
 
     def __init__(
         self,
@@ -76,8 +79,16 @@ class Dashboard:
         location: object = None,
         allow_actions: bool = False,
         token: str | None = None,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.open_queue = open_queue
+        self.allow_hosts = tuple(allow_hosts)
+        if ANY in self.allow_hosts and token is None:
+            raise InvalidArgument(
+                "--allow-host * answers any host name, which a DNS-rebinding page can choose: "
+                "give the dashboard a token too (--token or LABQUEUE_DASHBOARD_TOKEN)"
+            )
+        self.hosts = AllowedHosts("127.0.0.1", self.allow_hosts)  # serve() sets the address it listens on
         self.location = location
         self.allow_actions = allow_actions
         self.guard = Guard(token)
@@ -93,12 +104,16 @@ class Dashboard:
         try:
             return self._respond(method, target, headers, body)
         except Exception as exc:  # a bug of ours: a page saying so, never a dropped connection
-            log.error("dashboard: %s %s failed: %s", method, urlsplit(target).path, self.clean(exc))
-            return self.html(500, views.problem(self.here, "The dashboard failed", self.clean(exc)))
+            path = urlsplit(target).path
+            log.error("dashboard: %s %s failed: %s: %s", method, path, type(exc).__name__, self.clean(exc))
+            said = f"{method} {path} failed: see the dashboard's log."
+            return self.html(500, views.problem(self.here, "The dashboard failed", said))
 
     def _respond(self, method: str, target: str, headers: Headers, body: bytes) -> Response:
         parts = urlsplit(target)
         path = parts.path
+        if not self.hosts.admits(headers.get("Host")):  # DNS rebinding: no page, no action
+            return self.refuse(421, "Wrong host name", REFUSAL)
         if self.guard.token is not None:
             first = self.guard.token_in_query(target)
             if first is not None:
@@ -115,7 +130,7 @@ class Dashboard:
                 )
         if method == "POST":
             return self.post(path, headers, body)
-        if method != "GET":
+        if method not in ("GET", "HEAD"):  # HEAD: the same answer; the server sends no body
             return self.refuse(405, "Not allowed", f"{method} is not served here.")
         if path.startswith("/static/"):
             return self.static(path[len("/static/") :])
@@ -224,10 +239,16 @@ class Dashboard:
         return redact(" ".join(str(what).split()) or type(what).__name__, self.location)
 
     def unreadable(self, exc: BaseException) -> Response:
-        message = self.clean(exc)
-        log.warning("dashboard: cannot read the queue: %s", message)
+        log.warning("dashboard: cannot read the queue: %s: %s", type(exc).__name__, self.clean(exc))
         hint = "The dashboard keeps running: reload this page once the database is back."
-        return self.html(503, views.problem(self.here, "Cannot read the queue", message, hint))
+        return self.html(503, views.problem(self.here, "Cannot read the queue", self.what_failed(exc), hint))
+
+    def what_failed(self, exc: BaseException) -> str:
+        """One line for a page: labqueue's own sentence (its first line, redacted), or only
+        the kind of anything else (a driver's error, an OSError), whose text goes to the log."""
+        if isinstance(exc, LabqueueError):
+            return self.clean(str(exc).split("\n", 1)[0])
+        return f"the database answered with an error ({type(exc).__name__}); the dashboard's log has its text"
 
     def refuse(self, status: int, title: str, message: str) -> Response:
         return self.html(status, views.problem(self.here, title, self.clean(message)))
@@ -270,7 +291,13 @@ def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self.answer("GET", b"")
 
+        def do_HEAD(self) -> None:
+            self.send(dashboard.respond("HEAD", self.path, self.headers), body=False)
+
         def do_POST(self) -> None:
+            if not dashboard.hosts.admits(self.headers.get("Host")):
+                self.send(dashboard.refuse(421, "Wrong host name", REFUSAL))
+                return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -283,13 +310,14 @@ def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
         def answer(self, method: str, body: bytes) -> None:
             self.send(dashboard.respond(method, self.path, self.headers, body))
 
-        def send(self, response: Response) -> None:
+        def send(self, response: Response, *, body: bool = True) -> None:
             self.send_response(response.status)
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(response.body)))
             self.end_headers()
-            self.wfile.write(response.body)
+            if body:
+                self.wfile.write(response.body)
 
         def log_message(self, format: str, *args: Any) -> None:
             # the path without its query: a first visit's ?token=... is never logged
@@ -308,7 +336,9 @@ def serve(
     stop: threading.Event | StopEvent | None = None,
 ) -> None:
     """Serve `dashboard` on `host`:`port` until `stop` is set. Listening beyond this machine
-    without a token raises NeedsToken before anything listens."""
+    without a token raises NeedsToken before anything listens. Requests whose Host header
+    names another host are refused (421: labqueue.hosts)."""
     host = listen_host(host)
     check_exposure(host, dashboard.guard.token)
+    dashboard.hosts = AllowedHosts(host, dashboard.allow_hosts)
     run_server(handler_for(dashboard), host, port, ready=ready, stop=stop)

@@ -373,6 +373,8 @@ def job(page: Page, seen: OneJob, job_id: int) -> str:
         ("priority", text(r.priority)),
         ("worker", text(r.worker or "")),
         ("dedupe key", text(r.dedupe_key or "")),
+        ("concurrency key", text(r.concurrency_key or "")),
+        ("concurrency limit", "" if r.concurrency_limit is None else text(r.concurrency_limit)),
         ("created", when(r.created_at, now)),
         (due, when(r.visible_at, now)),
         ("finished", when(r.finished_at, now)),

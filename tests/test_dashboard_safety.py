@@ -1,0 +1,277 @@
+"""The dashboard and the metrics endpoint tried as an attacker's web page would: a request
+whose Host header names another site (DNS rebinding) gets 421 and no page on every route,
+actions included; tokens shorter than 32 characters are refused; HEAD answers as GET does
+without a body; error pages say what failed in one line, without an exception's text; the
+job page shows the concurrency key and limit."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import sqlite3
+import threading
+import urllib.request
+
+import pytest
+
+from labqueue import cli, metrics
+from labqueue.dashboard import Dashboard, check_exposure, serve
+from labqueue.errors import InvalidArgument
+from labqueue.hosts import AllowedHosts, allowed_name, host_name
+
+TOKEN = "t" * 16 + "0123456789abcdef"  # 32 characters
+FOREIGN = "rebind.attacker.example"
+ROUTES = ["/", "/jobs", "/jobs?state=dead", "/dead", "/running", "/jobs/1", "/static/dashboard.css",
+          "/static/refresh.js", "/favicon.ico", "/nowhere"]  # fmt: skip
+
+
+def board(make_queue, **options) -> Dashboard:
+    return Dashboard(make_queue, where="test queue", **options)
+
+
+def form(dash: Dashboard, **fields: object) -> bytes:
+    fields = {**fields, "csrf": dash.guard.csrf}
+    return "&".join(f"{k}={urllib.request.quote(str(v))}" for k, v in fields.items()).encode()
+
+
+# -- the Host allow-list ------------------------------------------------------------------
+
+
+def test_a_foreign_host_gets_no_page_on_any_route(make_queue):
+    q = make_queue()
+    q.enqueue("secret-kind", {"card": "4111"})
+    dash = board(make_queue)
+    for route in ROUTES:
+        for method in ("GET", "HEAD"):
+            answer = dash.respond(method, route, {"Host": f"{FOREIGN}:9188"})
+            assert answer.status == 421, (method, route, answer.status)
+            assert b"secret-kind" not in answer.body and b"4111" not in answer.body
+    assert dash.respond("GET", "/", {"Host": "127.0.0.1:9188"}).status == 200
+
+
+def test_a_foreign_host_can_take_no_action_even_with_the_csrf_token_and_its_own_origin(make_queue):
+    q = make_queue()
+    job_id = q.enqueue("email", {})
+    dash = board(make_queue, allow_actions=True)
+    # what a rebinding page does: it read the form from its own Host, so Origin matches Host
+    headers = {"Host": f"{FOREIGN}:9188", "Origin": f"http://{FOREIGN}:9188"}
+    for action, fields in (("cancel", {"id": job_id}), ("pause", {"queue": "default"})):
+        answer = dash.respond("POST", f"/actions/{action}", headers, form(dash, **fields))
+        assert answer.status == 421
+    assert q.job(job_id).state == "queued" and q.paused() == {}
+    local = {"Host": "localhost:9188", "Origin": "http://localhost:9188"}
+    assert dash.respond("POST", "/actions/cancel", local, form(dash, id=job_id)).status == 200
+
+
+@pytest.mark.parametrize(
+    "header", ["localhost", "LOCALHOST:9188", "localhost.:80", "127.0.0.1", "127.0.0.2:9188", "[::1]:9188"]
+)
+def test_localhost_and_the_loopback_addresses_are_answered(header):
+    assert AllowedHosts("127.0.0.1").admits(header)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [FOREIGN, f"{FOREIGN}:9188", "localhost.attacker.example", "127.0.0.1.nip.io", "192.168.1.4", "",
+     "local host", "[::1", "[evil]:80", "localhost:http", "a@localhost"],
+)  # fmt: skip
+def test_other_names_and_malformed_hosts_are_refused(header):
+    assert not AllowedHosts("127.0.0.1").admits(header)
+
+
+def test_the_listen_address_added_names_and_every_interface():
+    assert AllowedHosts("dashboard.internal").admits("dashboard.internal:9188")
+    added = AllowedHosts("127.0.0.1", ["hub.example.org", "10.0.0.5"])
+    assert (
+        added.admits("hub.example.org") and added.admits("HUB.example.org:443") and added.admits("10.0.0.5")
+    )
+    assert not added.admits("example.org") and not added.admits("10.0.0.6")
+    every = AllowedHosts("0.0.0.0")
+    assert every.admits("10.1.2.3:9188") and every.admits("[fe80::1]:9188")  # a visit by address
+    assert not every.admits(f"{FOREIGN}:9188")
+    assert AllowedHosts("::", ["*"]).admits(FOREIGN)
+    assert AllowedHosts("127.0.0.1").admits(None)  # no Host: HTTP/1.0 or a script, not a browser
+    assert host_name("[::1]:80") == "::1" and allowed_name("::1") == "::1"
+    for bad in ("http://hub.example.org", "hub.example.org:80", "a b", ""):
+        with pytest.raises(InvalidArgument, match="--allow-host"):
+            allowed_name(bad)
+
+
+def test_any_host_needs_a_token():
+    with pytest.raises(InvalidArgument, match="token"):
+        Dashboard(lambda: None, where="x", allow_hosts=["*"])
+    Dashboard(lambda: None, where="x", allow_hosts=["*"], token=TOKEN)
+
+
+@contextlib.contextmanager
+def running(target, *args, **options):
+    stop, started = threading.Event(), []
+    thread = threading.Thread(
+        target=target, args=args, kwargs={"ready": started.append, "stop": stop, **options}, daemon=True
+    )
+    thread.start()
+    for _ in range(200):
+        if started:
+            break
+        threading.Event().wait(0.05)
+    try:
+        yield started[0].server_address[1]
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def request(port: int, method: str, path: str, host: str, body: bytes = b"", **headers: str):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.putrequest(method, path, skip_host=True)
+    connection.putheader("Host", host)
+    for name, value in {**headers, "Content-Length": str(len(body))}.items():
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    answer = connection.getresponse()
+    try:
+        return answer.status, dict(answer.getheaders()), answer.read()
+    finally:
+        connection.close()
+
+
+def test_over_http_a_foreign_host_is_refused_and_head_has_no_body(tmp_path):
+    from labqueue import JobQueue
+
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        job_id = q.enqueue("email", {"to": "ada@example.com"})
+    dash = Dashboard(lambda: cli.open_existing(str(path)), where="jobs.db", allow_actions=True,
+                     allow_hosts=["hub.example.org"])  # fmt: skip
+    with running(serve, dash, "127.0.0.1", 0) as port:
+        status, _, body = request(port, "GET", "/", f"{FOREIGN}:{port}")
+        assert status == 421 and b"ada@example.com" not in body and b"<dl" not in body
+        foreign = {"Origin": f"http://{FOREIGN}:{port}", "Content-Type": "application/x-www-form-urlencoded"}
+        assert request(port, "POST", "/actions/cancel", FOREIGN, form(dash, id=job_id), **foreign)[0] == 421
+        assert request(port, "POST", "/actions/cancel", FOREIGN, b"x" * 70_000, **foreign)[0] == 421
+        status, headers, body = request(port, "GET", f"/jobs/{job_id}", "hub.example.org")
+        assert status == 200 and b"ada@example.com" in body
+        status, head_headers, head_body = request(port, "HEAD", f"/jobs/{job_id}", f"127.0.0.1:{port}")
+        assert status == 200 and head_body == b""
+        assert head_headers["Content-Type"] == headers["Content-Type"]
+    with JobQueue(path) as q:
+        assert q.job(job_id).state == "queued"
+
+
+def test_the_metrics_endpoint_answers_only_the_hosts_it_serves(tmp_path):
+    from labqueue import JobQueue
+
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        q.enqueue("x", {}, queue="payroll")
+
+    def open_reader():
+        return JobQueue(path, create=False)
+
+    with running(metrics.serve, open_reader, "127.0.0.1", 0, allow_hosts=["prometheus.internal"]) as port:
+        for method in ("GET", "HEAD"):
+            status, _, body = request(port, method, "/metrics", f"{FOREIGN}:{port}")
+            assert status == 421 and b"labqueue_" not in body and b"payroll" not in body
+        assert b'queue="payroll"' in request(port, "GET", "/metrics", f"localhost:{port}")[2]
+        assert request(port, "GET", "/metrics", "prometheus.internal:9187")[0] == 200
+
+
+def test_the_commands_take_allow_host_and_refuse_a_bad_one(tmp_path, capsys):
+    from labqueue import JobQueue
+
+    JobQueue(tmp_path / "jobs.db").close()
+    for command in ("metrics", "dashboard"):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main([command, str(tmp_path / "jobs.db"), "--allow-host", "http://x.example/"])
+        assert stopped.value.code == 2 and "--allow-host" in capsys.readouterr().err
+    args = cli.build_parser().parse_args(["dashboard", "x.db", "--allow-host", "Hub.Example.org"])
+    assert args.allow_host == ["hub.example.org"]
+
+
+# -- tokens -------------------------------------------------------------------------------
+
+
+def test_a_short_token_is_refused_everywhere(tmp_path, capsys, monkeypatch):
+    for token in ("abcd", "x" * 31):
+        with pytest.raises(InvalidArgument, match="at least 32 characters"):
+            check_exposure("127.0.0.1", token)
+        with pytest.raises(InvalidArgument, match="at least 32 characters"):
+            Dashboard(lambda: None, where="x", token=token)
+    check_exposure("0.0.0.0", TOKEN)
+    from labqueue import JobQueue
+
+    db = str(tmp_path / "jobs.db")
+    JobQueue(db).close()
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["dashboard", db, "--token", "abcd", "--port", "0"])
+    err = capsys.readouterr().err
+    assert (
+        stopped.value.code == 2 and "at least 32 characters" in err and "abcd" not in err.split("error:")[1]
+    )
+    monkeypatch.setenv("LABQUEUE_DASHBOARD_TOKEN", "abcd")
+    with pytest.raises(SystemExit):
+        cli.main(["dashboard", db, "--host", "0.0.0.0", "--port", "0"])
+    assert "at least 32 characters" in capsys.readouterr().err
+
+
+def test_a_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_url(make_queue):
+    dash = board(make_queue, token=TOKEN)
+    first = dash.respond("GET", f"/jobs?kind=email&token={TOKEN}", {"Host": "localhost:9188"})
+    assert first.status == 303 and TOKEN not in first.headers["Location"]
+    assert first.headers["Location"] == "jobs?kind=email"
+    cookie = first.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and first.body == b""
+
+
+# -- HEAD, the job page, error pages --------------------------------------------------------
+
+
+def test_head_answers_as_get_does(make_queue):
+    make_queue().enqueue("email", {})
+    dash = board(make_queue)
+    for route in ("/", "/jobs", "/jobs/1", "/static/dashboard.css", "/jobs/999", "/nowhere"):
+        got, head = dash.respond("GET", route, {}), dash.respond("HEAD", route, {})
+        assert head.status == got.status and head.headers == got.headers, route
+
+
+def test_the_job_page_shows_its_concurrency_key_and_limit(make_queue):
+    q = make_queue()
+    job_id = q.enqueue("sync", {}, concurrency_key="customer-42", concurrency_limit=3)
+    page = board(make_queue).respond("GET", f"/jobs/{job_id}", {}).body.decode()
+    assert "<dt>concurrency key</dt><dd>customer-42</dd>" in page
+    assert "<dt>concurrency limit</dt><dd>3</dd>" in page
+
+
+class Broken:
+    """A queue whose reads fail as `error` says."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def read_only(self):
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(sqlite3.OperationalError("disk I/O error reading /srv/secret/internal.db"), 503),
+     (ValueError("internal state: /srv/secret/internal.db"), 500)],
+)  # fmt: skip
+def test_error_pages_say_what_failed_in_one_line_without_the_exception_text(error, status, caplog):
+    dash = Dashboard(lambda: Broken(error), where="jobs.db")
+    answer = dash.respond("GET", "/", {})
+    page = answer.body.decode()
+    assert answer.status == status
+    assert "/srv/secret" not in page and "internal state" not in page and "Traceback" not in page
+    problem = page.split('<p class="problem">')[1].split("</p>")[0]
+    assert "\n" not in problem and problem
+    assert "/srv/secret/internal.db" in caplog.text  # the operator's log has it
