@@ -43,7 +43,7 @@ from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, Q
 from .health import judge
 from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
-from .queue import STATES, JobQueue
+from .queue import STATES, JobQueue, writable
 from .redaction import ArgumentParser, guard_logging, redact
 from .settings import PoolSettings, WorkerSettings, whole_number
 from .signals import StopEvent, stop_on
@@ -170,17 +170,18 @@ def _json(text: str, where: str) -> Any:
 # -- reading ------------------------------------------------------------------------
 
 
-def open_existing(location: str, **settings: Any) -> Any:
+def open_existing(location: str, *, read_only: bool = False, **settings: Any) -> Any:
     """The queue at `location` for a command that reads or changes it: never creates a file
     or a queue (a queue of an older schema is upgraded in place, as every opening does),
     and refuses a location that holds no queue, as a usage error. `settings` go to the queue
-    (the dashboard's shorter timeout)."""
+    (the dashboard's shorter timeout); `read_only` opens a file for reading only (the
+    dashboard of a file this user may not write)."""
     try:
         if is_postgres_url(location):
             return open_queue(location, create=False, **settings)
         if not Path(location).exists():
             raise UsageError(f"no such file: {redact(location)} (nothing was created)")
-        return JobQueue(location, create=False, **settings)
+        return JobQueue(location, create=False, read_only=read_only, **settings)
     except QueueNotFound as exc:
         raise UsageError(str(exc)) from None
 
@@ -500,14 +501,17 @@ def dashboard(args: argparse.Namespace) -> int:
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     check_exposure(args.host, token)  # before the queue is opened or anything listens
-    open_existing(args.db).close()  # a missing queue is a usage error now, not an error page later
+    # A file this user may only read is served read-only: every page, no action.
+    read_only = not is_postgres_url(args.db) and Path(args.db).exists() and not writable(args.db)
+    open_existing(args.db, read_only=read_only).close()  # a missing queue is a usage error now
     configure_logging("INFO")
     guard_logging(args.db)
     board = Dashboard(
-        lambda: open_existing(args.db, timeout=DASHBOARD_TIMEOUT),
+        lambda: open_existing(args.db, read_only=read_only, timeout=DASHBOARD_TIMEOUT),
         where=redact(args.db),
         location=args.db,
         allow_actions=args.allow_actions,
+        actions_off=f"this user may only read {Path(args.db).name}" if read_only else None,
         token=token,
         allow_hosts=args.allow_host,
     )
@@ -516,7 +520,9 @@ def dashboard(args: argparse.Namespace) -> int:
     def ready(server: Any) -> None:
         host, port = server.server_address[:2]
         host = f"[{host}]" if ":" in host else host
-        mode = "actions on" if args.allow_actions else "read-only"
+        mode = "actions on" if board.allow_actions else "read-only"
+        if read_only:
+            mode = f"read-only: this user may only read {Path(args.db).name}"
         needs = "; open it once with ?token=... (the token is not shown)" if token else ""
         print(f"dashboard of {redact(args.db)} at http://{host}:{port}/ ({mode}{needs})", flush=True)
 

@@ -275,3 +275,95 @@ def test_error_pages_say_what_failed_in_one_line_without_the_exception_text(erro
     problem = page.split('<p class="problem">')[1].split("</p>")[0]
     assert "\n" not in problem and problem
     assert "/srv/secret/internal.db" in caplog.text  # the operator's log has it
+
+
+# -- a file this user may only read ----------------------------------------------------------
+
+
+@pytest.fixture
+def read_only_file(tmp_path):
+    """A queue file (with a few jobs, and its -wal and -shm) this user may read but not write:
+    mode 0444, and for root, which ignores modes, the immutable attribute (chattr +i)."""
+    import os
+    import shutil
+
+    from labqueue import JobQueue
+
+    path = tmp_path / "jobs.db"
+    with JobQueue(path) as q:
+        q.enqueue("email", {"to": "ada@example.com"}, concurrency_key="acct-7", concurrency_limit=2)
+        q.fail(q.claim("w")[0], "boom", retry=False)
+        q.enqueue("email", {"to": "bob@example.com"})
+    path.chmod(0o444)
+    locked = []
+    if os.access(path, os.W_OK):  # root
+        if shutil.which("chattr") is None or not subprocess_ok(["chattr", "+i", str(path)]):
+            path.chmod(0o644)
+            pytest.skip("running as root, and chattr +i is not available to make a read-only file")
+        locked.append(path)
+    try:
+        assert not os.access(path, os.W_OK)
+        yield path
+    finally:
+        for each in locked:
+            subprocess_ok(["chattr", "-i", str(each)])
+        path.chmod(0o644)
+
+
+def subprocess_ok(command: list[str]) -> bool:
+    import subprocess
+
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+def test_a_file_this_user_may_only_read_opens_read_only(read_only_file):
+    from labqueue import JobQueue
+    from labqueue.errors import CannotOpen
+    from labqueue.queue import writable
+
+    assert not writable(read_only_file)
+    with pytest.raises(CannotOpen, match="read-only for this user"):
+        JobQueue(read_only_file, create=False)
+    with JobQueue(read_only_file, create=False, read_only=True) as q:
+        with q.read_only():
+            assert q.stats()["dead"] == 1
+        with pytest.raises(CannotOpen):
+            q.enqueue("email", {})
+    assert [j.state for j in JobQueue(read_only_file, create=False, read_only=True).jobs()] == [
+        "dead",
+        "queued",
+    ]
+
+
+def test_the_dashboard_of_a_read_only_file_serves_every_page_and_says_why_it_cannot_act(read_only_file):
+    import re
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "-m",
+        "labqueue",
+        "dashboard",
+        str(read_only_file),
+        "--port",
+        "0",
+        "--allow-actions",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            line = proc.stdout.readline()
+            assert "this user may only read jobs.db" in line, line + proc.stderr.read()
+            port = int(re.search(r":(\d+)/", line)[1])
+            host = f"127.0.0.1:{port}"
+            for route in ("/", "/jobs", "/dead", "/running", "/jobs/1", "/jobs/2"):
+                status, _, body = request(port, "GET", route, host)
+                assert status == 200, (route, body[:300])
+                assert b"actions are unavailable, this user may only read jobs.db" in body
+                assert b'<form class="action"' not in body
+            assert b"acct-7" in request(port, "GET", "/jobs/1", host)[2]
+            status, _, body = request(port, "POST", "/actions/requeue", host, b"all=1")
+            assert status == 403 and b"this user may only read jobs.db" in body
+        finally:
+            proc.terminate()
+            proc.wait(10)

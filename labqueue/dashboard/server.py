@@ -69,7 +69,8 @@ class Dashboard:
     pages (`where`, already redacted), the `location` whose secrets every message is cleaned
     of, whether actions are on, the access token (None: none needed), and the Host names
     it answers besides localhost, the loopback addresses and the address it listens on
-    (`allow_hosts`, labqueue.hosts)."""
+    (`allow_hosts`, labqueue.hosts). `actions_off` says why no action can be taken whatever
+    was asked (a file this user may only read)."""
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class Dashboard:
         allow_actions: bool = False,
         token: str | None = None,
         allow_hosts: Iterable[str] = (),
+        actions_off: str | None = None,
     ) -> None:
         self.open_queue = open_queue
         self.allow_hosts = tuple(allow_hosts)
@@ -90,9 +92,10 @@ class Dashboard:
             )
         self.hosts = AllowedHosts("127.0.0.1", self.allow_hosts)  # serve() sets the address it listens on
         self.location = location
-        self.allow_actions = allow_actions
+        self.allow_actions = allow_actions and actions_off is None
+        self.actions_off = actions_off or "This dashboard is read-only: start it with --allow-actions to act."
         self.guard = Guard(token)
-        self.page = views.Page(redact(where, location), self.guard.csrf, allow_actions)
+        self.page = views.Page(redact(where, location), self.guard.csrf, self.allow_actions, actions_off)
         # Each request renders with a Page whose links are relative to its own path (see
         # views.Page.at), so the dashboard works behind a proxy that serves it under a prefix.
         self.local = threading.local()
@@ -200,9 +203,7 @@ class Dashboard:
         if not path.startswith("/actions/") or name not in actions.ACTIONS:
             return self.refuse(404, "Not found", f"There is no action at {path}.")
         if not self.allow_actions:
-            return self.refuse(
-                403, "Actions are off", "This dashboard is read-only: start it with --allow-actions to act."
-            )
+            return self.refuse(403, "Actions are off", self.actions_off)
         form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         if not self.guard.csrf_ok(form.get(CSRF_FIELD)) or not same_origin(headers):
             return self.refuse(

@@ -60,13 +60,15 @@ class Page:
     dashboard's root, so the same pages work at / and behind a proxy's prefix (Jupyter's
     /proxy/9188/ on Binder)."""
 
-    def __init__(self, where: str, csrf: str, actions: bool, base: str = "./") -> None:
-        self.where, self.csrf, self.actions, self.base = where, csrf, actions, base
+    def __init__(
+        self, where: str, csrf: str, actions: bool, why_off: str | None = None, base: str = "./"
+    ) -> None:
+        self.where, self.csrf, self.actions, self.why_off, self.base = where, csrf, actions, why_off, base
 
     def at(self, path: str) -> Page:
         """This page for a request to `path`: /jobs -> base ./, /jobs/7 -> base ../"""
         depth = max(path.count("/") - 1, 0)
-        return Page(self.where, self.csrf, self.actions, "../" * depth or "./")
+        return Page(self.where, self.csrf, self.actions, self.why_off, "../" * depth or "./")
 
     def render(self, title: str, body: str, *, current: str = "") -> str:
         nav = " ".join(
@@ -74,6 +76,8 @@ class Page:
             for href, label in NAV
         )
         footer = "actions on (started with --allow-actions)" if self.actions else "read-only: actions are off"
+        if self.why_off:
+            footer = f"read-only: actions are unavailable, {text(self.why_off)}"
         return PAGE.substitute(
             base=text(self.base), title=text(title), where=text(self.where), nav=nav, body=body, footer=footer
         )

@@ -67,6 +67,7 @@ class SqliteDriver:
         timeout: float,
         create: bool,
         wake: bool,
+        read_only: bool = False,
     ) -> None:
         require_returning()
         level = str(synchronous).upper()
@@ -76,6 +77,10 @@ class SqliteDriver:
             )
         validate.flag("create", create)
         validate.flag("wake", wake)
+        validate.flag("read_only", read_only)
+        if read_only and create:
+            raise InvalidArgument("read_only=True opens an existing queue only: pass create=False too")
+        self.read_only = read_only
         if not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock = clock
@@ -90,7 +95,8 @@ class SqliteDriver:
                 f"{self.path} does not exist: create=False opens an existing queue only, "
                 "so nothing was created (is the path mistyped?)"
             )
-        check_writable(self.path)
+        if not read_only:
+            check_writable(self.path)
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
         # transaction from transaction(); a lone read runs in autocommit. The busy timeout
         # is one slice of the timeout: _retry_busy() makes up the rest in Python.
@@ -98,7 +104,7 @@ class SqliteDriver:
             if create:
                 self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self._slice())
             else:  # mode=rw: SQLite itself never creates the file, even if it vanished meanwhile
-                uri = self.path.absolute().as_uri() + "?mode=rw"
+                uri = self.path.absolute().as_uri() + ("?mode=ro" if read_only else "?mode=rw")
                 self.db = sqlite3.connect(uri, isolation_level=None, timeout=self._slice(), uri=True)
         except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
             if not create:
@@ -133,6 +139,13 @@ class SqliteDriver:
         """Check the file, then set it up. Everything that can refuse the file reads
         only, so a refused file is left as it was."""
         found, version = check_existing(self.db, self.path, create)
+        if self.read_only:  # nothing may be written: no journal mode, no upgrade
+            if schema == sql.SCHEMA and version < sql.SCHEMA_VERSION:
+                raise CannotOpen(
+                    f"{self.path} has labqueue schema version {version}, which read-only access cannot "
+                    f"upgrade to {sql.SCHEMA_VERSION}: open it once with write access (any labqueue command)"
+                )
+            return
         if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
             # A brand-new file: freed pages can be handed back later (reclaim_space). The
             # setting only takes before the first table exists; a full VACUUM applies it later.
