@@ -360,13 +360,15 @@ class Driver(Protocol):
     def job(self, job_id: int) -> JobRecord | None: ...
     def jobs(self, chosen: JobFilter) -> list[JobRecord]: ...
     def counts(self) -> dict[str, int]: ...
-    # one read-only transaction: every read in the block sees one snapshot, no lock is taken
-    def snapshot(self) -> AbstractContextManager[Any]: ...
+    # one read-only transaction: every read in the block sees one snapshot, no lock is taken;
+    # with a timeout, a statement still running after it is stopped (classify(): "timeout")
+    def snapshot(self, timeout: float | None = None) -> AbstractContextManager[Any]: ...
     # per named queue: queued jobs not yet due, and dead jobs ({queue: n} each)
     def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]: ...
-    # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step
+    # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step,
+    # among the jobs whose id is above `after` (0: every job)
     def throughput(
-        self, now: float | None, window: float, step: float
+        self, now: float | None, window: float, step: float, after: int = 0
     ) -> list[tuple[str, str, int, int]]: ...
     def pause(self, queue: str, reason: str | None, now: float | None) -> bool: ...  # (tx)
     def resume(self, queue: str) -> bool: ...  # (tx)
@@ -1299,12 +1301,16 @@ class Queue:
             for name in sorted({*scheduled, *dead})
         }
 
-    def throughput(self, seconds: float = 3600.0, step: float = 60.0) -> dict[str, dict[str, list[int]]]:
+    def throughput(
+        self, seconds: float = 3600.0, step: float = 60.0, *, after_id: int = 0
+    ) -> dict[str, dict[str, list[int]]]:
         """Jobs finished in each `step` of the last `seconds` by the queue's clock, per named
         queue and final state (done, dead, cancelled): counts, the oldest step first and the
         step ending now last. Like finished_within(), one read of the table (no index on
-        finished_at): for a dashboard's chart, not the hot path."""
+        finished_at): for a dashboard's chart, not the hot path. `after_id` counts only the
+        jobs with a larger id, read as a range of the primary key: a bound on the rows read."""
         seconds = validate.positive("seconds", seconds)
+        after_id = 0 if after_id <= 0 else validate.job_id(after_id)
         step = validate.positive("step", step)
         steps = max(1, math.ceil(seconds / step))
         if steps > MAX_THROUGHPUT_STEPS:
@@ -1312,17 +1318,23 @@ class Queue:
                 f"seconds / step must be at most {MAX_THROUGHPUT_STEPS} steps, got {seconds:g} / {step:g}"
             )
         found: dict[str, dict[str, list[int]]] = {}
-        for name, state, ago, n in self._read(lambda: self._d.throughput(self._now(), seconds, step)):
+        for name, state, ago, n in self._read(
+            lambda: self._d.throughput(self._now(), seconds, step, after_id)
+        ):
             if 0 <= ago < steps:
                 found.setdefault(name, {}).setdefault(state, [0] * steps)[steps - 1 - ago] += n
         return found
 
-    def read_only(self) -> AbstractContextManager[Any]:
+    def read_only(self, *, timeout: float | None = None) -> AbstractContextManager[Any]:
         """A block whose reads all see one snapshot of the queue, in one read-only
         transaction: no lock is taken that a worker could wait on (SQLite's WAL readers never
         block a writer), and a write in the block is refused. A dashboard's page reads in one,
-        and renders after it ends."""
-        return _Transaction(self, self._d.snapshot())
+        and renders after it ends. With a `timeout` (seconds), a read still running after it
+        is stopped and raises QueueBusy (PostgreSQL: each statement's statement_timeout;
+        SQLite: the block's reads together), so a reader never holds its snapshot long."""
+        if timeout is not None:
+            timeout = validate.positive("timeout", timeout)
+        return _Transaction(self, self._d.snapshot(timeout))
 
     def longest_waiting(self) -> tuple[int, float] | None:
         """The queued job created longest ago and how long ago (seconds, by the queue's clock),

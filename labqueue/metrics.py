@@ -30,16 +30,16 @@ them go backwards):
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from .errors import InvalidArgument
 from .hosts import REFUSAL, AllowedHosts
+from .serving import DEFAULT_THREADS, REQUEST_TIMEOUT, PooledHTTPServer, PooledHTTPServerV6
 from .signals import StopEvent
 
 THROUGHPUT_WINDOW = 60.0
@@ -155,7 +155,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 9187,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
     allow_hosts: Iterable[str] = (),
 ) -> None:
@@ -169,6 +169,8 @@ def serve(
     hosts = AllowedHosts(host, allow_hosts)
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT
+
         def do_GET(self) -> None:
             self._answer(with_body=True)
 
@@ -212,15 +214,17 @@ def run_server(
     host: str,
     port: int,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
+    threads: int = DEFAULT_THREADS,
+    on_thread_exit: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `handler` on `host`:`port` (a thread per request; IPv6 when `host` is one) until
-    `stop` is set: the metrics endpoint's server, and the dashboard's (labqueue.dashboard)."""
+    """Serve `handler` on `host`:`port` (on `threads` threads: labqueue.serving; IPv6 when
+    `host` is one) until `stop` is set: the metrics endpoint's server, and the dashboard's
+    (labqueue.dashboard)."""
     stop = stop or threading.Event()
-    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
-    with server_class((host, port), handler) as server:
-        server.daemon_threads = True
+    server_class = PooledHTTPServerV6 if ":" in host else PooledHTTPServer
+    with server_class((host, port), handler, threads=threads, on_thread_exit=on_thread_exit) as server:
         if ready is not None:
             ready(server)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
@@ -228,7 +232,3 @@ def run_server(
         stop.wait()
         server.shutdown()
         thread.join()
-
-
-class _IPv6Server(ThreadingHTTPServer):
-    address_family = socket.AF_INET6

@@ -376,7 +376,8 @@ def test_a_missing_locked_or_broken_file_gives_an_error_page_and_the_server_goes
     JobQueue(path).close()
     dash = Dashboard(lambda: cli.open_existing(str(path), timeout=0.3), where=str(path))
     with running_server(dash) as url:
-        assert fetch(url + "/")[0] == 200
+        # locked before the dashboard's threads connect: an open connection in WAL mode
+        # would keep another from taking the exclusive lock at all
         locker = sqlite3.connect(path, isolation_level=None)
         locker.execute("PRAGMA locking_mode = EXCLUSIVE")
         locker.execute("BEGIN EXCLUSIVE")
@@ -385,6 +386,7 @@ def test_a_missing_locked_or_broken_file_gives_an_error_page_and_the_server_goes
         locker.execute("ROLLBACK")
         locker.close()
         assert fetch(url + "/jobs")[0] == 200
+        assert fetch(url + "/")[0] == 200
         path.write_bytes(b"this is not a database, just text " * 100)
         for name in ("jobs.db-wal", "jobs.db-shm"):
             (tmp_path / name).unlink(missing_ok=True)

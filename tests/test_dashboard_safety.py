@@ -254,11 +254,14 @@ class Broken:
     def __exit__(self, *exc_info):
         return False
 
-    def read_only(self):
-        raise self.error
+    def __getattr__(self, name: str):  # every method of a queue, none of its properties
+        if name == "path":
+            raise AttributeError(name)
 
-    def close(self) -> None:
-        pass
+        def fails(*args, **kwargs):
+            raise self.error
+
+        return fails
 
 
 @pytest.mark.parametrize(
@@ -367,3 +370,111 @@ def test_the_dashboard_of_a_read_only_file_serves_every_page_and_says_why_it_can
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+# -- bounded reads ------------------------------------------------------------------------
+
+
+def test_a_timed_read_only_block_stops_a_long_read(make_queue):
+    from labqueue.errors import QueueBusy
+
+    q = make_queue()
+    q.enqueue("email", {})
+    if hasattr(q, "path"):  # SQLite: a statement that counts for a long time
+        slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+    else:
+        slow = "SELECT pg_sleep(30)"
+    with pytest.raises(QueueBusy, match="statement timeout"), q.read_only(timeout=0.2):
+        q.db.execute(slow).fetchall()
+    with q.read_only(timeout=0.2):  # the next block reads as before
+        assert q.stats()["queued"] == 1
+    assert q.enqueue("email", {}) is not None  # and writes again after it
+
+
+def test_the_chart_counts_only_the_jobs_above_an_id(make_queue, clock):
+    q = make_queue()
+    q.enqueue_many("email", [{"n": n} for n in range(6)])
+    ids = []
+    for job in q.claim("w", limit=6):
+        q.complete(job)
+        ids.append(job.id)
+    ids.sort()
+    every = q.throughput(3600, 60)["default"]["done"]
+    newest = q.throughput(3600, 60, after_id=ids[3])["default"]["done"]
+    assert (sum(every), sum(newest)) == (6, 2)
+
+
+def test_the_overview_bounds_its_chart_and_tabs_share_one_reading(make_queue, monkeypatch):
+    from labqueue.dashboard import reading
+
+    q = make_queue()
+    q.enqueue_many("email", [{"n": n} for n in range(5)])
+    for job in q.claim("w", limit=5):
+        q.complete(job)
+    monkeypatch.setattr(reading, "CHART_ROWS", 2)
+    dash = board(make_queue)
+    page = dash.respond("GET", "/", {}).body.decode()
+    assert 'data-chart-after="3"' in page and "3 done (in the last step)" not in page
+    assert "2 done (in the last step)" in page
+    q.enqueue("email", {})
+    again = dash.respond("GET", "/", {}).body.decode()
+    assert again == page  # within OVERVIEW_MAX_AGE: the same reading
+    assert dash.connections.opened == 1  # one queue, kept open from request to request
+
+
+def test_shared_reads_once_per_max_age():
+    from labqueue.clock import FakeClock
+    from labqueue.dashboard.reading import Shared
+
+    clock, reads = FakeClock(), []
+    shared = Shared(2.0, clock)
+    for _ in range(5):
+        shared.get(lambda: reads.append(1) or len(reads))
+    clock.advance(2.0)
+    assert shared.get(lambda: reads.append(1) or len(reads)) == 2 and len(reads) == 2
+
+
+def test_the_server_answers_on_a_fixed_few_threads_and_turns_the_rest_away():
+    import socket
+    from http.server import BaseHTTPRequestHandler
+
+    from labqueue.serving import LINE_PER_THREAD, PooledHTTPServer
+
+    release = threading.Event()
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            release.wait(10)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    before = threading.active_count()
+    server = PooledHTTPServer(("127.0.0.1", 0), Slow, threads=2)
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    serving.start()
+    port = server.server_address[1]
+    clients = []
+    try:
+        for _ in range(2 + 2 * LINE_PER_THREAD + 3):
+            client = socket.create_connection(("127.0.0.1", port), timeout=10)
+            client.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            clients.append(client)
+        for _ in range(100):
+            if server.turned_away >= 3:
+                break
+            threading.Event().wait(0.05)
+        assert server.turned_away == 3
+        assert threading.active_count() == before + 3  # two answering, one accepting
+        release.set()
+        answers = [client.recv(64) for client in clients]
+        assert sum(a.startswith(b"HTTP/1.0 204") for a in answers) == 2 + 2 * LINE_PER_THREAD
+        assert sum(a.startswith(b"HTTP/1.0 503") for a in answers) == 3
+    finally:
+        release.set()
+        for client in clients:
+            client.close()
+        server.shutdown()
+        server.server_close()

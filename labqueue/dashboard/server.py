@@ -1,11 +1,13 @@
-"""The dashboard's HTTP side: routing, the token and CSRF checks, the headers, and the
-standard library's ThreadingHTTPServer (labqueue.metrics.run_server) to serve it.
+"""The dashboard's HTTP side: routing, the Host, token and CSRF checks, the headers, and
+the server (labqueue.metrics.run_server: a fixed few threads, labqueue.serving).
 
 Dashboard.respond() turns one request into one Response and never raises: a queue that is
-missing, locked or broken gives a 503 page and the next request tries again (each request
-opens the queue, reads it in one read-only transaction and closes it, as a metrics scrape
-does). Nothing secret reaches a page or the log: the queue is named by its redacted
-location, every error message is redacted, and the log shows paths without their query.
+missing, locked or broken gives a 503 page and the next request tries again. Each serving
+thread keeps its queue open between requests (connections.py) and reads it in short
+read-only transactions (reading.py); open tabs share one reading of the overview within
+reading.OVERVIEW_MAX_AGE. Nothing secret reaches a page or the log: the queue is named by
+its redacted location, every error message is redacted, and the log shows paths without
+their query.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -25,9 +27,11 @@ from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError
 from ..hosts import ANY, REFUSAL, AllowedHosts
 from ..metrics import listen_host, run_server
 from ..redaction import redact
+from ..serving import REQUEST_TIMEOUT, PooledHTTPServer
 from ..signals import StopEvent
 from . import actions, reading, views
 from .auth import CSRF_FIELD, Guard, check_exposure
+from .connections import Connections
 
 log = logging.getLogger("labqueue.dashboard")
 
@@ -84,6 +88,8 @@ class Dashboard:
         actions_off: str | None = None,
     ) -> None:
         self.open_queue = open_queue
+        self.connections = Connections(open_queue)
+        self.overview = reading.Shared()
         self.allow_hosts = tuple(allow_hosts)
         if ANY in self.allow_hosts and token is None:
             raise InvalidArgument(
@@ -147,7 +153,7 @@ class Dashboard:
     def get(self, path: str, query: str) -> Response:
         found = JOB_PATH.fullmatch(path)
         if path == "/":
-            return self.view(reading.overview, views.overview)
+            return self.view(lambda q: self.overview.get(lambda: reading.overview(q)), views.overview)
         if path == "/jobs":
             filters = reading.Filters.parse(query)
             return self.view(lambda q: reading.listing(q, filters), views.jobs)
@@ -180,23 +186,24 @@ class Dashboard:
         return self.html(200 if found(seen) else 404, render(self.here, seen))
 
     def using(self, use: Callable[[Any], Any]) -> Any:
-        """use(q) on the queue opened for this request alone, closed after. Whatever stops
-        it opening (a missing file, a broken one, a lock, a server down), and a database
-        error while it is used, raise Unreadable; the queue's own refusals (a bad argument,
-        a job that cannot be cancelled) go on as they are."""
+        """use(q) on this thread's queue (connections.py). Whatever stops it opening (a
+        missing file, a broken one, a lock, a server down), and a database error while it
+        is used, raise Unreadable, and the queue is closed: the next request opens it again.
+        The queue's own refusals (a bad argument, a job that cannot be cancelled) go on as
+        they are."""
         try:
-            opened = self.open_queue()
+            q = self.connections.get()
         except Exception as exc:
             raise Unreadable(exc) from exc
-        with opened as q:
-            try:
-                return use(q)
-            except (InvalidArgument, JobNotFound, CannotCancel):
-                raise
-            except Exception as exc:
-                if isinstance(exc, LabqueueError) or is_database_error(exc) or isinstance(exc, OSError):
-                    raise Unreadable(exc) from exc
-                raise
+        try:
+            return use(q)
+        except (InvalidArgument, JobNotFound, CannotCancel):
+            raise
+        except Exception as exc:
+            self.connections.drop()
+            if isinstance(exc, LabqueueError) or is_database_error(exc) or isinstance(exc, OSError):
+                raise Unreadable(exc) from exc
+            raise
 
     def post(self, path: str, headers: Headers, body: bytes) -> Response:
         name = path.removeprefix("/actions/")
@@ -221,6 +228,7 @@ class Dashboard:
         except Unreadable as exc:
             return self.unreadable(exc.__cause__ or exc)
         log.info("dashboard: %s", self.clean(message))
+        self.overview = reading.Shared()  # the next overview reads what the action changed
         return self.html(200, views.result(self.here, message, back))
 
     def static(self, name: str) -> Response:
@@ -288,6 +296,7 @@ def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "labqueue-dashboard"
         sys_version = ""
+        timeout = REQUEST_TIMEOUT  # a client that sends nothing holds a thread no longer
 
         def do_GET(self) -> None:
             self.answer("GET", b"")
@@ -333,7 +342,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
 ) -> None:
     """Serve `dashboard` on `host`:`port` until `stop` is set. Listening beyond this machine
@@ -342,4 +351,6 @@ def serve(
     host = listen_host(host)
     check_exposure(host, dashboard.guard.token)
     dashboard.hosts = AllowedHosts(host, dashboard.allow_hosts)
-    run_server(handler_for(dashboard), host, port, ready=ready, stop=stop)
+    run_server(
+        handler_for(dashboard), host, port, ready=ready, stop=stop, on_thread_exit=dashboard.connections.drop
+    )

@@ -21,7 +21,7 @@ from ..listing import cut, decoded_payload, printable, utc
 from ..validate import STATES
 from .auth import CSRF_FIELD
 from .chart import throughput_svg
-from .reading import CHART_STEP, CHART_STEPS, Listing, OneJob, Overview
+from .reading import CHART_ROWS, CHART_STEP, CHART_STEPS, Listing, OneJob, Overview
 
 ERROR_CUT = 120
 REFRESH_SECONDS = 5
@@ -189,6 +189,12 @@ def overview(page: Page, seen: Overview) -> str:
         f"<tbody>{''.join(rows) or '<tr><td colspan=9>No job in any queue yet.</td></tr>'}</tbody></table>"
     )
     chart = throughput_svg(seen.throughput, CHART_STEP, CHART_STEPS)
+    if seen.chart_after_id:
+        chart += (
+            f'<p class="note" data-chart-after="{seen.chart_after_id}">Counted among the jobs with an id '
+            f"above {seen.chart_after_id} (the newest {CHART_ROWS:,}), a bounded read: an older job that "
+            "finished in the last hour is not in it.</p>"
+        )
     live = (
         f'<section id="live" data-refresh="{REFRESH_SECONDS}">'
         f'<p class="stamp">Read at {text(utc(seen.now))} UTC. <a href="./">Refresh</a></p>'

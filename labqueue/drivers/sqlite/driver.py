@@ -49,6 +49,8 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # tries Python runs its signal handlers, so a second stop signal is not held up by a
 # wait in C. The queue's `timeout` is the total over all tries.
 BUSY_SLICE = 0.1
+# How many virtual-machine steps a timed read runs between looks at the clock (snapshot()).
+PROGRESS_STEPS = 4000
 
 T = TypeVar("T")
 
@@ -243,6 +245,8 @@ class SqliteDriver:
             return "readonly"
         if _is_busy(exc):
             return "busy"
+        if message == "interrupted":  # snapshot()'s timeout, or interrupt() from another thread
+            return "timeout"
         if "full" in message:
             return "full"
         return None
@@ -597,10 +601,15 @@ class SqliteDriver:
         return {row[0]: row[1] for row in self._hot.execute(sql.COUNTS)}
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self, timeout: float | None = None) -> Iterator[sqlite3.Connection]:
         """One read transaction (BEGIN DEFERRED: no lock until the first read, then a
-        snapshot), writes refused by query_only until it ends."""
+        snapshot), writes refused by query_only until it ends. With a `timeout`, a statement
+        still running that many seconds after the block began is interrupted (SQLite has no
+        statement timeout: a progress handler asks the clock every few thousand steps)."""
         self.db.execute("PRAGMA query_only = ON")
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            self.db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
             self._own(sql.BEGIN_READ)
             try:
@@ -608,6 +617,8 @@ class SqliteDriver:
             finally:
                 self._undo()  # nothing was written: ending it is all a rollback does
         finally:
+            if timeout is not None:
+                self.db.set_progress_handler(None, 0)
             self.db.execute("PRAGMA query_only = OFF")
 
     def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]:
@@ -615,9 +626,11 @@ class SqliteDriver:
             scheduled = dict(self._hot.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
             return scheduled, dict(self._hot.execute(sql.DEAD_BY_QUEUE).fetchall())
 
-    def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
+    def throughput(
+        self, now: float | None, window: float, step: float, after: int = 0
+    ) -> list[tuple[str, str, int, int]]:
         with self._lenient_text():
-            params = {"now": now, "window": window, "step": step}
+            params = {"now": now, "window": window, "step": step, "after": after}
             return [tuple(row) for row in self._hot.execute(sql.THROUGHPUT, params)]
 
     def close(self) -> None:
