@@ -489,14 +489,16 @@ def dashboard(args: argparse.Namespace) -> int:
     running, scheduled, dead, the oldest ready job's age, jobs finished in the last minute,
     pauses and why) with the last hour's throughput as a chart; the jobs, newest first,
     filtered by state, queue and kind; one job whole; the dead letters; the running jobs
-    and how much of each lease is left. Every page reads the queue in one read-only
-    transaction; a missing or broken queue gives an error page and the server keeps going.
+    and how much of each lease is left. Every read is a short read-only transaction, stopped
+    after a second; a missing or broken queue gives an error page and the server keeps going.
+    A file this user may only read is served read-only (its actions say why they are off).
 
     Read-only unless --allow-actions: then its forms requeue dead jobs (one, filtered or
     all), cancel a job, pause and resume a queue (POST, with a token made afresh by each
     process against cross-site requests). With --token (or LABQUEUE_DASHBOARD_TOKEN, which
-    ps does not show), every request needs it: open /?token=... once and a cookie carries
-    it. Listening beyond 127.0.0.1 without a token is refused. Runs until SIGTERM or Ctrl-C."""
+    ps does not show; 32 characters at least), every request needs it: open /?token=... once
+    and a cookie carries it. Listening beyond 127.0.0.1 without a token is refused; a request
+    sent to a host name it does not serve gets 421 (--allow-host). Runs until SIGTERM or Ctrl-C."""
     from .dashboard import TOKEN_VARIABLE, Dashboard, check_exposure, serve
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
@@ -753,7 +755,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-actions", action="store_true", help="let the pages requeue, cancel, pause and resume"
     )
-    p.add_argument("--token", help="every request must carry this token (default $LABQUEUE_DASHBOARD_TOKEN)")
+    p.add_argument(
+        "--token",
+        help="every request must carry this token, 32 characters at least "
+        "(default $LABQUEUE_DASHBOARD_TOKEN, which ps does not show)",
+    )
 
     for name, (_, help_text, _) in TOOLS.items():
         commands.add_parser(
