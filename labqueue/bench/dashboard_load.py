@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from ..backends import open_queue
 from ..pool import WorkerPool, stop_processes
 
@@ -53,11 +55,14 @@ class Drain:
     wal_mib: float | None
     pages: int  # overview pages the tabs were answered during the drain
     failed_pages: int
+    dashboard_cpu: float = 0.0  # CPU seconds the dashboard's process used during the drain
+    workers_cpu: float = 0.0  # ... and the workers' processes together
 
 
 @contextlib.contextmanager
-def dashboard(location: str) -> Iterator[str]:
-    """`labqueue dashboard LOCATION --port 0`, read-only, in a process of its own: its URL."""
+def dashboard(location: str) -> Iterator[tuple[str, int]]:
+    """`labqueue dashboard LOCATION --port 0`, read-only, in a process of its own: its URL
+    and process id."""
     env = {**os.environ, "LABQUEUE_DB": location}
     env.pop("LABQUEUE_DASHBOARD_TOKEN", None)
     process = subprocess.Popen(
@@ -72,7 +77,7 @@ def dashboard(location: str) -> Iterator[str]:
         found = LISTENING.search(process.stdout.readline())
         if not found:
             raise RuntimeError("labqueue dashboard did not start")
-        yield found[1]
+        yield found[1], process.pid
     finally:
         stop_processes([process], 5.0)
 
@@ -132,7 +137,7 @@ def fresh_location(folder: Path, url: str | None) -> str:
 def drain(location: str, jobs: int, workers: int, tabs: int, rnd: int) -> Drain:
     wal = None if "://" in location else Path(location + "-wal")
     pool = WorkerPool(location, workers, idle_exit=None, handlers=["labqueue.demo.handlers"])
-    with dashboard(location) as url:
+    with dashboard(location) as (url, pid):
         pool.fill()
         try:
             with open_queue(location) as q:
@@ -142,6 +147,8 @@ def drain(location: str, jobs: int, workers: int, tabs: int, rnd: int) -> Drain:
                         time.sleep(REFRESH_SECONDS)  # every tab has loaded the page once
                     q.enqueue_many("noop", ({"n": i} for i in range(jobs)))
                     began = time.perf_counter()  # from the commit that woke the workers
+                    watched = [psutil.Process(pid)] + [psutil.Process(p.pid) for p in pool.processes.values()]
+                    cpu_before = [cpu_seconds(p) for p in watched]
                     before = looking.pages if looking else 0
                     largest = 0
                     while True:
@@ -153,6 +160,7 @@ def drain(location: str, jobs: int, workers: int, tabs: int, rnd: int) -> Drain:
                             break
                         time.sleep(0.1)
                     seconds = time.perf_counter() - began
+                    used = [cpu_seconds(p) - b for p, b in zip(watched, cpu_before, strict=True)]
                     pages = (looking.pages - before) if looking else 0
                     failed = looking.failed if looking else 0
                 done = q.counts()["done"]
@@ -161,7 +169,12 @@ def drain(location: str, jobs: int, workers: int, tabs: int, rnd: int) -> Drain:
     if done != jobs:
         raise RuntimeError(f"the drain finished {done} of {jobs} jobs")
     wal_mib = None if wal is None else largest / 2**20
-    return Drain(rnd, tabs, seconds, jobs / seconds, wal_mib, pages, failed)
+    return Drain(rnd, tabs, seconds, jobs / seconds, wal_mib, pages, failed, used[0], sum(used[1:]))
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def run(location_for: dict[str, object], args: argparse.Namespace) -> list[Drain]:
@@ -176,7 +189,8 @@ def run(location_for: dict[str, object], args: argparse.Namespace) -> list[Drain
             wal = "" if found.wal_mib is None else f", -wal at most {found.wal_mib:.1f} MiB"
             print(
                 f"round {rnd}, {tabs:2d} tabs: {found.seconds:6.2f} s, {found.jobs_per_s:8.0f} jobs/s"
-                f"{wal}, {found.pages} overview pages served ({found.failed_pages} failed)",
+                f"{wal}, {found.pages} overview pages served ({found.failed_pages} failed); CPU: "
+                f"workers {found.workers_cpu:.2f} s, dashboard {found.dashboard_cpu:.2f} s",
                 flush=True,
             )
     return drains
@@ -187,11 +201,28 @@ def summary(drains: list[Drain], tabs: int) -> str:
     loaded = {d.round: d.jobs_per_s for d in drains if d.tabs == tabs}
     ratios = [loaded[r] / quiet[r] for r in sorted(quiet) if r in loaded]
     ratio = statistics.median(ratios)
+    cpu = {
+        arm: sum(d.dashboard_cpu for d in drains if d.tabs == arm)
+        / max(sum(d.workers_cpu for d in drains if d.tabs == arm), 1e-9)
+        for arm in (0, tabs)
+    }
     return (
         f"median drain rate: {statistics.median(quiet.values()):.0f} jobs/s with no tab open, "
         f"{statistics.median(loaded.values()):.0f} jobs/s with {tabs} tabs refreshing; "
         f"per-round ratios {', '.join(f'{r:.3f}' for r in ratios)}; median {ratio:.3f} "
-        f"({(ratio - 1) * 100:+.1f} %)"
+        f"({(ratio - 1) * 100:+.1f} %); the dashboard's CPU time was {cpu[tabs]:.1%} of the "
+        f"workers' with the tabs open, {cpu[0]:.1%} with none{wal_line(drains, tabs)}"
+    )
+
+
+def wal_line(drains: list[Drain], tabs: int) -> str:
+    """The median of the drains' largest -wal sizes, per arm (SQLite only)."""
+    sizes = {arm: [d.wal_mib for d in drains if d.tabs == arm and d.wal_mib is not None] for arm in (0, tabs)}
+    if not sizes[0] or not sizes[tabs]:
+        return ""
+    return (
+        f"; the -wal's largest size, median of the drains: {statistics.median(sizes[tabs]):.1f} MiB "
+        f"with the tabs open, {statistics.median(sizes[0]):.1f} MiB with none"
     )
 
 
