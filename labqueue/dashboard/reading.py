@@ -33,9 +33,9 @@ CHART_STEPS = int(CHART_SECONDS // CHART_STEP)
 CHART_ROWS = 50_000
 # How long one read may take before it is stopped (the page then says so: a 503).
 READ_TIMEOUT = 1.0
-# Open tabs refresh the overview every few seconds; within this many seconds they share
-# one reading of it, so ten tabs cost the database what one does.
-OVERVIEW_MAX_AGE = 2.0
+# Open tabs refresh the overview every views.REFRESH_SECONDS; within this many seconds they
+# share one reading of it, so sixteen tabs cost the database what one does.
+OVERVIEW_MAX_AGE = 5.0
 
 
 class Refused(InvalidArgument):
@@ -106,9 +106,9 @@ def overview(q: Any) -> Overview:
     from .chart import summed
 
     now = short_read(q, q.server_time)
-    stats = short_read(q, q.stats)
     per_queue = short_read(q, q.queue_stats)
     totals = short_read(q, q.queue_totals)
+    stats = summed_stats(per_queue, totals)  # what q.stats() says, without reading the live rows again
     paused = short_read(q, q.paused)
     waiting = short_read(q, q.waiting_on_keys)
     newest = short_read(q, lambda: q.latest_jobs(limit=1))
@@ -128,6 +128,18 @@ def overview(q: Any) -> Overview:
             "finished_last_minute": sum(counts[-1] for counts in finished.get(name, {}).values()),
         }
     return Overview(now, stats, queues, paused, summed(finished, CHART_STEPS), waiting, after)
+
+
+def summed_stats(per_queue: dict[str, dict[str, Any]], totals: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Queue.stats() from queue_stats() and queue_totals(), which read the same rows."""
+    live = per_queue.values()
+    return {
+        "queued": sum(row["queued"] for row in live),
+        "running": sum(row["running"] for row in live),
+        "ready_now": sum(row["ready_now"] for row in live),
+        "oldest_ready_age_s": max((row["oldest_ready_age_s"] for row in live), default=0.0),
+        "dead": sum(row["dead"] for row in totals.values()),
+    }
 
 
 class Shared:

@@ -69,7 +69,7 @@ class Response:
 
 
 class Dashboard:
-    """One dashboard: how to open the queue (a context manager, per request), its name for
+    """One dashboard: how to open the queue (a context manager, once per serving thread), its name for
     pages (`where`, already redacted), the `location` whose secrets every message is cleaned
     of, whether actions are on, the access token (None: none needed), and the Host names
     it answers besides localhost, the loopback addresses and the address it listens on
