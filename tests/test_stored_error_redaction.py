@@ -55,3 +55,32 @@ def test_masking_comes_before_the_cut():
     padded = "x" * (MAX_ERROR_CHARS - 22) + f" postgresql://app:{SECRET}@db/jobs"
     stored = stored_error(padded)
     assert len(stored) == MAX_ERROR_CHARS and SECRET[:4] not in stored
+
+
+def test_the_workers_log_lines_mask_it_too(make_queue):
+    import io
+    import logging
+
+    from labqueue.joblog import JsonFormatter, TextFormatter
+
+    q = make_queue()
+    q.enqueue("sync", {})
+    [job] = q.claim("w")
+    outputs = {}
+    logger = logging.getLogger("labqueue.worker")
+    handlers = []
+    for name, formatter in (("text", TextFormatter()), ("json", JsonFormatter())):
+        outputs[name] = io.StringIO()
+        handler = logging.StreamHandler(outputs[name])
+        handler.setFormatter(formatter)
+        logger.addHandler(handler)
+        handlers.append(handler)
+    try:
+        handle(q, job, {"sync": failing(f"cannot reach postgresql://app:{SECRET}@db/x")})
+    finally:
+        for handler in handlers:
+            logger.removeHandler(handler)
+    for name, out in outputs.items():
+        text = out.getvalue()
+        assert "cannot reach postgresql://app:***@db/x" in text, name
+        assert SECRET not in text, name  # the message and the traceback below it
