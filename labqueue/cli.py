@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, environment, listing, metrics
+from . import __version__, environment, hosts, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
 from .durations import duration, positive_duration
@@ -43,7 +43,7 @@ from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, Q
 from .health import judge
 from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
-from .queue import STATES, JobQueue
+from .queue import STATES, JobQueue, writable
 from .redaction import ArgumentParser, guard_logging, redact
 from .settings import PoolSettings, WorkerSettings, whole_number
 from .signals import StopEvent, stop_on
@@ -63,8 +63,9 @@ TOOLS = {
 }
 
 
-class UsageError(Exception):
-    """A bad argument found after parsing: reported like argparse's own, exit code 2."""
+class UsageError(LabqueueError):
+    """A bad argument found after parsing: reported like argparse's own, exit code 2 (a
+    LabqueueError, so a dashboard page shows its sentence: "no such file: ...")."""
 
 
 # -- worker -------------------------------------------------------------------------
@@ -169,17 +170,18 @@ def _json(text: str, where: str) -> Any:
 # -- reading ------------------------------------------------------------------------
 
 
-def open_existing(location: str, **settings: Any) -> Any:
+def open_existing(location: str, *, read_only: bool = False, **settings: Any) -> Any:
     """The queue at `location` for a command that reads or changes it: never creates a file
     or a queue and never writes its schema (a queue of an older schema is refused, naming
     `labqueue migrate`), and refuses a location that holds no queue, as a usage error.
-    `settings` go to the queue (the dashboard's shorter timeout)."""
+    `settings` go to the queue (the dashboard's shorter timeout); `read_only` opens a file
+    for reading only (the dashboard of a file this user may not write)."""
     try:
         if is_postgres_url(location):
             return open_queue(location, create=False, **settings)
         if not Path(location).exists():
             raise UsageError(f"no such file: {redact(location)} (nothing was created)")
-        return JobQueue(location, create=False, **settings)
+        return JobQueue(location, create=False, read_only=read_only, **settings)
     except QueueNotFound as exc:
         raise UsageError(str(exc)) from None
 
@@ -469,7 +471,14 @@ def metrics_server(args: argparse.Namespace) -> int:
         print(f"serving metrics of {redact(args.db)} at http://{host}:{port}/metrics", flush=True)
 
     try:
-        metrics.serve(lambda: open_existing(args.db), args.host, args.port, ready=ready, stop=stop)
+        metrics.serve(
+            lambda: open_existing(args.db),
+            args.host,
+            args.port,
+            ready=ready,
+            stop=stop,
+            allow_hosts=args.allow_host,
+        )
     except OSError as exc:
         raise LabqueueError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     return 0
@@ -480,34 +489,42 @@ def dashboard(args: argparse.Namespace) -> int:
     running, scheduled, dead, the oldest ready job's age, jobs finished in the last minute,
     pauses and why) with the last hour's throughput as a chart; the jobs, newest first,
     filtered by state, queue and kind; one job whole; the dead letters; the running jobs
-    and how much of each lease is left. Every page reads the queue in one read-only
-    transaction; a missing or broken queue gives an error page and the server keeps going.
+    and how much of each lease is left. Every read is a short read-only transaction, stopped
+    after a second; a missing or broken queue gives an error page and the server keeps going.
+    A file this user may only read is served read-only (its actions say why they are off).
 
     Read-only unless --allow-actions: then its forms requeue dead jobs (one, filtered or
     all), cancel a job, pause and resume a queue (POST, with a token made afresh by each
     process against cross-site requests). With --token (or LABQUEUE_DASHBOARD_TOKEN, which
-    ps does not show), every request needs it: open /?token=... once and a cookie carries
-    it. Listening beyond 127.0.0.1 without a token is refused. Runs until SIGTERM or Ctrl-C."""
+    ps does not show; 32 characters at least), every request needs it: open /?token=... once
+    and a cookie carries it. Listening beyond 127.0.0.1 without a token is refused; a request
+    sent to a host name it does not serve gets 421 (--allow-host). Runs until SIGTERM or Ctrl-C."""
     from .dashboard import TOKEN_VARIABLE, Dashboard, check_exposure, serve
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     check_exposure(args.host, token)  # before the queue is opened or anything listens
-    open_existing(args.db).close()  # a missing queue is a usage error now, not an error page later
+    # A file this user may only read is served read-only: every page, no action.
+    read_only = not is_postgres_url(args.db) and Path(args.db).exists() and not writable(args.db)
+    open_existing(args.db, read_only=read_only).close()  # a missing queue is a usage error now
     configure_logging("INFO")
     guard_logging(args.db)
     board = Dashboard(
-        lambda: open_existing(args.db, timeout=DASHBOARD_TIMEOUT),
+        lambda: open_existing(args.db, read_only=read_only, timeout=DASHBOARD_TIMEOUT),
         where=redact(args.db),
         location=args.db,
         allow_actions=args.allow_actions,
+        actions_off=f"this user may only read {Path(args.db).name}" if read_only else None,
         token=token,
+        allow_hosts=args.allow_host,
     )
     stop = stop_on(signal.SIGINT, signal.SIGTERM)
 
     def ready(server: Any) -> None:
         host, port = server.server_address[:2]
         host = f"[{host}]" if ":" in host else host
-        mode = "actions on" if args.allow_actions else "read-only"
+        mode = "actions on" if board.allow_actions else "read-only"
+        if read_only:
+            mode = f"read-only: this user may only read {Path(args.db).name}"
         needs = "; open it once with ?token=... (the token is not shown)" if token else ""
         print(f"dashboard of {redact(args.db)} at http://{host}:{port}/ ({mode}{needs})", flush=True)
 
@@ -719,6 +736,18 @@ def build_parser() -> argparse.ArgumentParser:
             default=default_port,
             help=f"the port (default {default_port}; 0: any free one)",
         )
+        p.add_argument(
+            "--allow-host",
+            action="append",
+            default=[],
+            type=allowed_host,
+            metavar="NAME",
+            help="answer requests sent to this host name too (repeatable): a name the server is "
+            "reached by, or a proxy that forwards its own Host, as JupyterLab's /proxy/PORT/ does; "
+            "* for any (a dashboard then needs a token). Without it only localhost, the loopback "
+            "addresses and --host are answered (and any IP address when --host is 0.0.0.0 or ::); "
+            "other names get 421, so a DNS-rebinding web page reads nothing",
+        )
 
     listening(command(metrics_server, "metrics", db_from_env=True), DEFAULT_METRICS_PORT, EVERY_INTERFACE)
     p = command(dashboard, db_from_env=True)
@@ -726,7 +755,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-actions", action="store_true", help="let the pages requeue, cancel, pause and resume"
     )
-    p.add_argument("--token", help="every request must carry this token (default $LABQUEUE_DASHBOARD_TOKEN)")
+    p.add_argument(
+        "--token",
+        help="every request must carry this token, 32 characters at least "
+        "(default $LABQUEUE_DASHBOARD_TOKEN, which ps does not show)",
+    )
 
     p = command(migrate, db_from_env=True)
     p.add_argument("--dry-run", action="store_true", help="print the steps it would take; change nothing")
@@ -784,6 +817,13 @@ def migrate(args: argparse.Namespace) -> int:
 def listen_host(text: str) -> str:
     try:
         return metrics.listen_host(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def allowed_host(text: str) -> str:
+    try:
+        return hosts.allowed_name(text)
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -365,13 +365,15 @@ class Driver(Protocol):
     def job(self, job_id: int) -> JobRecord | None: ...
     def jobs(self, chosen: JobFilter) -> list[JobRecord]: ...
     def counts(self) -> dict[str, int]: ...
-    # one read-only transaction: every read in the block sees one snapshot, no lock is taken
-    def snapshot(self) -> AbstractContextManager[Any]: ...
+    # one read-only transaction: every read in the block sees one snapshot, no lock is taken;
+    # with a timeout, a statement still running after it is stopped (classify(): "timeout")
+    def snapshot(self, timeout: float | None = None) -> AbstractContextManager[Any]: ...
     # per named queue: queued jobs not yet due, and dead jobs ({queue: n} each)
     def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]: ...
-    # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step
+    # jobs finished in the last `window` s: (queue, state, steps ago, n), `step` s a step,
+    # among the jobs whose id is above `after` (0: every job)
     def throughput(
-        self, now: float | None, window: float, step: float
+        self, now: float | None, window: float, step: float, after: int = 0
     ) -> list[tuple[str, str, int, int]]: ...
     def pause(self, queue: str, reason: str | None, now: float | None) -> bool: ...  # (tx)
     def resume(self, queue: str) -> bool: ...  # (tx)
@@ -492,8 +494,14 @@ class Queue:
         self._checked_worker: str | None = None
         self._paused: tuple[str, ...] = ()
         self._paused_read_at = -math.inf
+        self._secret_locations: tuple[object, ...] = ()
 
     # -- plumbing -------------------------------------------------------------
+
+    def keep_secret(self, *locations: object) -> None:
+        """Mask the passwords of `locations` (database URLs a worker knows) in every error,
+        note and reason this queue stores, besides any URL's password, which is always masked."""
+        self._secret_locations += locations
 
     @property
     def db(self) -> Any:
@@ -508,6 +516,9 @@ class Queue:
     def _now(self) -> float | None:
         clock = self._d.clock
         return None if clock is None else clock()
+
+    def _stored(self, error: str) -> str:
+        return stored_error(error, *self._secret_locations)
 
     def _tx(self) -> _Transaction:
         """Run the block as one write transaction on the driver's connection: committed at
@@ -560,7 +571,7 @@ class Queue:
         enqueue. Every queue object sees it within PAUSES_READ_EVERY seconds. Returns False
         if the queue was paused already (its first pause and reason are kept)."""
         queue = validate.queue_name(queue)
-        reason = None if reason is None else stored_error(validate.text("reason", reason))
+        reason = None if reason is None else self._stored(validate.text("reason", reason))
         with self._tx():
             paused = self._d.pause(queue, reason, self._now())
         self._paused_read_at = -math.inf
@@ -849,7 +860,7 @@ class Queue:
         """The fenced failure inside the caller's transaction: retried after backoff, or dead."""
         delay = self.backoff_delay(job.attempts)
         retry_at = None if now is None else now + delay
-        failure = Failure(job.id, job.lease_token, stored_error(error), not retry, delay, retry_at, now)
+        failure = Failure(job.id, job.lease_token, self._stored(error), not retry, delay, retry_at, now)
         return self._d.fail(failure)
 
     def fail_for_worker(self, job_id: int, worker: str, error: str) -> Literal["queued", "dead"] | None:
@@ -1107,7 +1118,7 @@ class Queue:
         for job in jobs:
             check_job(job)
         delay = validate.seconds("delay", delay, allow_zero=True)
-        note = stored_error(validate.text("note", note))
+        note = self._stored(validate.text("note", note))
         if not jobs:
             return 0
         with self._tx():
@@ -1123,11 +1134,11 @@ class Queue:
         knows it) gets `running_message` instead. Leases are untouched: each job goes to
         another worker when its lease ends."""
         validate.text("worker", worker)
-        message = stored_error(validate.text("message", message))
+        message = self._stored(validate.text("message", message))
         if running is not None:
             validate.job_id(running)
         if running_message is not None:
-            running_message = stored_error(validate.text("running_message", running_message))
+            running_message = self._stored(validate.text("running_message", running_message))
         with self._tx():
             return sorted(self._d.note_crash(worker, message, running, running_message or message))
 
@@ -1348,12 +1359,16 @@ class Queue:
             for name in sorted({*scheduled, *dead})
         }
 
-    def throughput(self, seconds: float = 3600.0, step: float = 60.0) -> dict[str, dict[str, list[int]]]:
+    def throughput(
+        self, seconds: float = 3600.0, step: float = 60.0, *, after_id: int = 0
+    ) -> dict[str, dict[str, list[int]]]:
         """Jobs finished in each `step` of the last `seconds` by the queue's clock, per named
         queue and final state (done, dead, cancelled): counts, the oldest step first and the
         step ending now last. Like finished_within(), one read of the table (no index on
-        finished_at): for a dashboard's chart, not the hot path."""
+        finished_at): for a dashboard's chart, not the hot path. `after_id` counts only the
+        jobs with a larger id, read as a range of the primary key: a bound on the rows read."""
         seconds = validate.positive("seconds", seconds)
+        after_id = 0 if after_id <= 0 else validate.job_id(after_id)
         step = validate.positive("step", step)
         steps = max(1, math.ceil(seconds / step))
         if steps > MAX_THROUGHPUT_STEPS:
@@ -1361,17 +1376,23 @@ class Queue:
                 f"seconds / step must be at most {MAX_THROUGHPUT_STEPS} steps, got {seconds:g} / {step:g}"
             )
         found: dict[str, dict[str, list[int]]] = {}
-        for name, state, ago, n in self._read(lambda: self._d.throughput(self._now(), seconds, step)):
+        for name, state, ago, n in self._read(
+            lambda: self._d.throughput(self._now(), seconds, step, after_id)
+        ):
             if 0 <= ago < steps:
                 found.setdefault(name, {}).setdefault(state, [0] * steps)[steps - 1 - ago] += n
         return found
 
-    def read_only(self) -> AbstractContextManager[Any]:
+    def read_only(self, *, timeout: float | None = None) -> AbstractContextManager[Any]:
         """A block whose reads all see one snapshot of the queue, in one read-only
         transaction: no lock is taken that a worker could wait on (SQLite's WAL readers never
         block a writer), and a write in the block is refused. A dashboard's page reads in one,
-        and renders after it ends."""
-        return _Transaction(self, self._d.snapshot())
+        and renders after it ends. With a `timeout` (seconds), a read still running after it
+        is stopped and raises QueueBusy (PostgreSQL: each statement's statement_timeout;
+        SQLite: the block's reads together), so a reader never holds its snapshot long."""
+        if timeout is not None:
+            timeout = validate.positive("timeout", timeout)
+        return _Transaction(self, self._d.snapshot(timeout))
 
     def longest_waiting(self) -> tuple[int, float] | None:
         """The queued job created longest ago and how long ago (seconds, by the queue's clock),
@@ -1434,10 +1455,13 @@ def check_effect(effect: object) -> None:
         raise InvalidArgument(f"effect must be a callable taking the connection, or None, got {effect!r:.80}")
 
 
-def stored_error(error: str) -> str:
-    """An error message as every backend can store it: its first MAX_ERROR_CHARS
-    characters, text UTF-8 cannot encode (a lone surrogate) and NUL as escapes."""
-    text = error[:MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+def stored_error(error: str, *locations: object) -> str:
+    """An error message as every backend can store it: no password in it (any URL's, any
+    password parameter's, and those of `locations`: labqueue.redaction.redact), its first
+    MAX_ERROR_CHARS characters, text UTF-8 cannot encode (a lone surrogate) and NUL as
+    escapes. Masked before it is cut, so a cut never leaves half a password behind."""
+    text = redact(error[: 4 * MAX_ERROR_CHARS], *locations)[:MAX_ERROR_CHARS]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00") if "\x00" in text else text
 
 

@@ -15,6 +15,8 @@ import logging
 import sys
 from typing import Any
 
+from .redaction import redact
+
 JOB_FIELDS = ("job_id", "kind", "queue", "attempt", "worker", "duration_ms")
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
@@ -65,7 +67,8 @@ def _stamp(record: logging.LogRecord) -> None:
 
 
 class TextFormatter(logging.Formatter):
-    """The text line, with the job's fields after the message as key=value."""
+    """The text line, with the job's fields after the message as key=value; any URL's
+    password and password parameter masked (a handler's error may quote one)."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
@@ -77,12 +80,13 @@ class TextFormatter(logging.Formatter):
             pairs = " ".join(f"{name}={getattr(record, name)}" for name in JOB_FIELDS)
             head, _, rest = line.partition("\n")  # a traceback stays below the line
             line = f"{head} [{pairs}]" + (f"\n{rest}" if rest else "")
-        return line
+        return redact(line)
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per log record: time, level, logger, pid, message, the job's fields
-    when the record is about a job, and the traceback if any."""
+    when the record is about a job, and the traceback if any; any URL's password and password
+    parameter masked in the message and the traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         _stamp(record)
@@ -91,12 +95,12 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "pid": record.process,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         if hasattr(record, "job_id"):
             entry.update({name: getattr(record, name) for name in JOB_FIELDS})
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry)
 
 

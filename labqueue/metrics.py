@@ -30,15 +30,16 @@ them go backwards):
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from .errors import InvalidArgument
+from .hosts import REFUSAL, AllowedHosts
+from .serving import DEFAULT_THREADS, REQUEST_TIMEOUT, PooledHTTPServer, PooledHTTPServerV6
 from .signals import StopEvent
 
 THROUGHPUT_WINDOW = 60.0
@@ -154,16 +155,22 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 9187,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> None:
     """Serve /metrics until `stop` is set. `open_reader()` opens the queue for one
     scrape (a context manager). `ready(server)` is called once it listens (its port is
     server.server_address[1], useful with port 0). An IPv6 `host` (::, ::1) listens on
-    IPv6; HEAD answers as GET does, without the body."""
+    IPv6; HEAD answers as GET does, without the body. A request whose Host header names
+    another host than localhost, a loopback address, `host` or one of `allow_hosts` gets
+    421 and no metric (labqueue.hosts: a DNS-rebinding page reads nothing)."""
     host = listen_host(host)
+    hosts = AllowedHosts(host, allow_hosts)
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT
+
         def do_GET(self) -> None:
             self._answer(with_body=True)
 
@@ -171,15 +178,19 @@ def serve(
             self._answer(with_body=False)
 
         def _answer(self, with_body: bool) -> None:
+            if not hosts.admits(self.headers.get("Host")):
+                self._send(421, REFUSAL + "\n", with_body)
+                return
             if self.path.split("?")[0] != "/metrics":
                 self._send(404, "labqueue serves its metrics at /metrics\n", with_body)
                 return
             try:
                 with open_reader() as q:
                     body = prometheus_text(read(q))
-            except Exception as exc:  # the queue cannot be read: say so, stay up
-                log.warning("metrics scrape failed: %s", exc)
-                self._send(503, f"cannot read the queue: {exc}\n", with_body)
+            except Exception as exc:  # the queue cannot be read: say so in one line, stay up
+                log.warning("metrics scrape failed: %s: %s", type(exc).__name__, exc)
+                said = f"cannot read the queue ({type(exc).__name__}; the server's log says why)\n"
+                self._send(503, said, with_body)
                 return
             self._send(200, body, with_body)
 
@@ -203,15 +214,17 @@ def run_server(
     host: str,
     port: int,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
+    threads: int = DEFAULT_THREADS,
+    on_thread_exit: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `handler` on `host`:`port` (a thread per request; IPv6 when `host` is one) until
-    `stop` is set: the metrics endpoint's server, and the dashboard's (labqueue.dashboard)."""
+    """Serve `handler` on `host`:`port` (on `threads` threads: labqueue.serving; IPv6 when
+    `host` is one) until `stop` is set: the metrics endpoint's server, and the dashboard's
+    (labqueue.dashboard)."""
     stop = stop or threading.Event()
-    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
-    with server_class((host, port), handler) as server:
-        server.daemon_threads = True
+    server_class = PooledHTTPServerV6 if ":" in host else PooledHTTPServer
+    with server_class((host, port), handler, threads=threads, on_thread_exit=on_thread_exit) as server:
         if ready is not None:
             ready(server)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
@@ -219,7 +232,3 @@ def run_server(
         stop.wait()
         server.shutdown()
         thread.join()
-
-
-class _IPv6Server(ThreadingHTTPServer):
-    address_family = socket.AF_INET6

@@ -35,7 +35,8 @@ from .core import (
 from .core import to_json as _to_json
 from .drivers.sqlite import sql
 from .drivers.sqlite.driver import BUSY_SLICE, SYNCHRONOUS_LEVELS, SqliteDriver
-from .drivers.sqlite.schema import SQLITE_HEADER, run_migration
+from .drivers.sqlite.schema import SQLITE_HEADER, check_writable, run_migration
+from .errors import CannotOpen
 
 __all__ = [
     "BUSY_SLICE",
@@ -67,6 +68,17 @@ __all__ = [
 ]
 
 
+def writable(path: str | os.PathLike[str]) -> bool:
+    """May this user write the queue at `path` (its file, its -wal and -shm, its folder)? The
+    same checks as opening it (asked of os.access, never by opening): False means it opens
+    with read_only=True only."""
+    try:
+        check_writable(Path(path))
+    except CannotOpen:
+        return False
+    return True
+
+
 class JobQueue(Queue):
     """The queue on one SQLite file. Open one per process or thread; it is not shared.
 
@@ -85,7 +97,9 @@ class JobQueue(Queue):
     newer schema version SchemaTooNew, a file, -wal, -shm or folder this user cannot
     write CannotOpen, all before anything is written; a queue made before schema
     versions existed is upgraded in place. `schema=None` opens without creating or
-    upgrading anything.
+    upgrading anything. `read_only=True` (with create=False) opens a file this user may
+    only read: every read works, a write raises CannotOpen, and a queue of an older schema
+    is refused (it cannot be upgraded).
 
     `timeout` is how long a write waits for another connection's write lock before
     QueueBusy. SQLite waits in slices of BUSY_SLICE and Python retries between them,
@@ -107,6 +121,7 @@ class JobQueue(Queue):
         timeout: float = 30.0,
         create: bool = True,
         wake: bool = True,
+        read_only: bool = False,
     ) -> None:
         checked = settings(lease_seconds, max_attempts, backoff_base, backoff_cap, timeout, rng)
         driver = SqliteDriver(
@@ -117,6 +132,7 @@ class JobQueue(Queue):
             timeout=checked["timeout"],
             create=create,
             wake=wake,
+            read_only=read_only,
         )
         super().__init__(driver, checked)
         self._sqlite = driver

@@ -308,18 +308,18 @@ def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(make_queu
 
 
 def test_with_a_token_every_request_needs_it(make_queue):
-    dash = board(make_queue, token="s3cret-token")
+    dash = board(make_queue, token="s3cret-token-0123456789abcdefghijk")
     assert get(dash, "/")[0] == 401
     assert get(dash, "/static/dashboard.css")[0] == 401
     assert get(dash, "/?token=wrong")[0] == 401
-    first = dash.respond("GET", "/jobs?state=dead&token=s3cret-token", {})
+    first = dash.respond("GET", "/jobs?state=dead&token=s3cret-token-0123456789abcdefghijk", {})
     assert first.status == 303 and first.headers["Location"] == "jobs?state=dead"
     cookie = first.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     status, page = get(dash, "/", Cookie=cookie.split(";")[0])
-    assert status == 200 and "s3cret-token" not in page
+    assert status == 200 and "s3cret-token-0123456789abcdefghijk" not in page
     assert get(dash, "/", Cookie="labqueue_dashboard=wrong")[0] == 401
-    assert get(dash, "/", Authorization="Bearer s3cret-token")[0] == 200
+    assert get(dash, "/", Authorization="Bearer s3cret-token-0123456789abcdefghijk")[0] == 200
 
 
 def test_listening_beyond_this_machine_needs_a_token(tmp_path, capsys):
@@ -327,7 +327,7 @@ def test_listening_beyond_this_machine_needs_a_token(tmp_path, capsys):
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
     with pytest.raises(NeedsToken, match="--token"):
         check_exposure("0.0.0.0", None)
-    check_exposure("0.0.0.0", "abc123")
+    check_exposure("0.0.0.0", "abc123" * 6)
     with pytest.raises(InvalidArgument):
         check_exposure("127.0.0.1", "has space")
     from labqueue import JobQueue
@@ -376,7 +376,8 @@ def test_a_missing_locked_or_broken_file_gives_an_error_page_and_the_server_goes
     JobQueue(path).close()
     dash = Dashboard(lambda: cli.open_existing(str(path), timeout=0.3), where=str(path))
     with running_server(dash) as url:
-        assert fetch(url + "/")[0] == 200
+        # locked before the dashboard's threads connect: an open connection in WAL mode
+        # would keep another from taking the exclusive lock at all
         locker = sqlite3.connect(path, isolation_level=None)
         locker.execute("PRAGMA locking_mode = EXCLUSIVE")
         locker.execute("BEGIN EXCLUSIVE")
@@ -385,6 +386,7 @@ def test_a_missing_locked_or_broken_file_gives_an_error_page_and_the_server_goes
         locker.execute("ROLLBACK")
         locker.close()
         assert fetch(url + "/jobs")[0] == 200
+        assert fetch(url + "/")[0] == 200
         path.write_bytes(b"this is not a database, just text " * 100)
         for name in ("jobs.db-wal", "jobs.db-shm"):
             (tmp_path / name).unlink(missing_ok=True)
@@ -413,17 +415,17 @@ def test_the_command_serves_the_dashboard_until_stopped(tmp_path):
     with JobQueue(path) as q:
         q.enqueue("email", {"to": "ada@example.com"})
     command = [sys.executable, "-m", "labqueue", "dashboard", str(path), "--port", "0"]
-    env = {**os.environ, "LABQUEUE_DASHBOARD_TOKEN": "from-the-environment"}
+    env = {**os.environ, "LABQUEUE_DASHBOARD_TOKEN": "from-the-environment-0123456789abcdef"}
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as proc:
         try:
             line = proc.stdout.readline()
             assert "(read-only; open it once with ?token=" in line, line + proc.stderr.read()
-            assert "from-the-environment" not in line
+            assert "from-the-environment-0123456789abcdef" not in line
             url = re.search(r"http://\S+/", line)[0]
             assert fetch(url + "jobs/1")[0] == 401
-            status, page = fetch(url + "jobs/1", Authorization="Bearer from-the-environment")
+            status, page = fetch(url + "jobs/1", Authorization="Bearer from-the-environment-0123456789abcdef")
             assert status == 200 and "ada@example.com" in page
         finally:
             proc.terminate()

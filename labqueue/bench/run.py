@@ -4,6 +4,7 @@
     python -m labqueue.bench pg ...       PostgreSQL beside SQLite (labqueue.bench.pg)
     python -m labqueue.bench wakeup ...   pick-up latency on SQLite (labqueue.bench.wakeup)
     python -m labqueue.bench dashboard    the dashboard's pages on a million-job SQLite queue
+    python -m labqueue.bench dashboard-load   a pool's drain rate with 16 tabs on the dashboard, and without
     python -m labqueue.bench keys         a drain over concurrency keys beside one without
 
 Drains the same no-op workload through every contender in `contenders`, with
@@ -398,6 +399,7 @@ PARTS = {
     "pg-waits": "labqueue.bench.pg_waits",
     "wakeup": "labqueue.bench.wakeup",
     "dashboard": "labqueue.bench.dashboard",
+    "dashboard-load": "labqueue.bench.dashboard_load",
     "keys": "labqueue.bench.keys",
     "figures": "labqueue.bench.published",
 }

@@ -11,8 +11,10 @@ string.Template): nothing to install, nothing loaded from a CDN, plain HTML that
 JavaScript off, and a few lines of script (static/refresh.js) that refresh the overview.
 
 Modules, one job each: server.py (routing, headers, the HTTP server), reading.py (what each
-page reads, in one read-only transaction), views.py (the HTML), chart.py (the SVG),
-actions.py (what a form does), auth.py (the access token and the CSRF token).
+page reads, in short read-only transactions with a timeout), connections.py (each serving
+thread's open queue), views.py (the HTML), chart.py (the SVG), actions.py (what a form
+does), auth.py (the access token and the CSRF token). The Host names it answers are
+labqueue.hosts's; its server, labqueue.serving's (a fixed few threads), as metrics' are.
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ rule that a dashboard listening beyond this machine needs a token.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import re
 import secrets
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..errors import InvalidArgument, LabqueueError
+from ..hosts import is_loopback
 
 TOKEN_VARIABLE = "LABQUEUE_DASHBOARD_TOKEN"
 COOKIE = "labqueue_dashboard"
@@ -26,29 +26,19 @@ CSRF_FIELD = "csrf"
 # What a token may hold: what `openssl rand -hex` and secrets.token_urlsafe() make, and
 # nothing a cookie or a URL would have to quote.
 TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]+")
+# A token is as hard to guess as a password should be: `openssl rand -hex 24` makes 48 characters.
+MIN_TOKEN_CHARS = 32
 
 
 class NeedsToken(LabqueueError):
     """A dashboard would listen beyond this machine with no token."""
 
 
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to listen on `host` beyond this machine without a token (NeedsToken), and
-    refuse a token that is empty or holds what a cookie would quote (InvalidArgument)."""
-    if token is not None and not TOKEN_TEXT.fullmatch(token):
-        raise InvalidArgument(
-            "a dashboard token must be letters, digits and . _ ~ + / = - only (try: openssl rand -hex 24)"
-        )
+    refuse a token that is shorter than MIN_TOKEN_CHARS or holds what a cookie would quote
+    (InvalidArgument; the token itself is never repeated)."""
+    check_token(token)
     if token is None and not is_loopback(host):
         raise NeedsToken(
             f"--host {host} lets other machines reach the dashboard: give it a token with --token "
@@ -56,10 +46,27 @@ def check_exposure(host: str, token: str | None) -> None:
         )
 
 
+def check_token(token: str | None) -> None:
+    """A token is letters, digits and . _ ~ + / = - (nothing a cookie would quote), at least
+    MIN_TOKEN_CHARS of them; None is no token. The message never repeats the token."""
+    if token is None:
+        return
+    if not TOKEN_TEXT.fullmatch(token):
+        raise InvalidArgument(
+            "a dashboard token must be letters, digits and . _ ~ + / = - only (try: openssl rand -hex 24)"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise InvalidArgument(
+            f"a dashboard token must be at least {MIN_TOKEN_CHARS} characters, got one of {len(token)} "
+            "(try: openssl rand -hex 24)"
+        )
+
+
 class Guard:
     """The tokens of one dashboard process."""
 
     def __init__(self, token: str | None) -> None:
+        check_token(token)
         self.token = token
         self.csrf = secrets.token_urlsafe(32)
 

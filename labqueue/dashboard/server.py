@@ -1,11 +1,13 @@
-"""The dashboard's HTTP side: routing, the token and CSRF checks, the headers, and the
-standard library's ThreadingHTTPServer (labqueue.metrics.run_server) to serve it.
+"""The dashboard's HTTP side: routing, the Host, token and CSRF checks, the headers, and
+the server (labqueue.metrics.run_server: a fixed few threads, labqueue.serving).
 
 Dashboard.respond() turns one request into one Response and never raises: a queue that is
-missing, locked or broken gives a 503 page and the next request tries again (each request
-opens the queue, reads it in one read-only transaction and closes it, as a metrics scrape
-does). Nothing secret reaches a page or the log: the queue is named by its redacted
-location, every error message is redacted, and the log shows paths without their query.
+missing, locked or broken gives a 503 page and the next request tries again. Each serving
+thread keeps its queue open between requests (connections.py) and reads it in short
+read-only transactions (reading.py); open tabs share one reading of the overview within
+reading.OVERVIEW_MAX_AGE. Nothing secret reaches a page or the log: the queue is named by
+its redacted location, every error message is redacted, and the log shows paths without
+their query.
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError
+from ..hosts import ANY, REFUSAL, AllowedHosts
 from ..metrics import listen_host, run_server
 from ..redaction import redact
+from ..serving import REQUEST_TIMEOUT, PooledHTTPServer
 from ..signals import StopEvent
 from . import actions, reading, views
 from .auth import CSRF_FIELD, Guard, check_exposure
+from .connections import Connections
 
 log = logging.getLogger("labqueue.dashboard")
 
@@ -64,9 +69,12 @@ class Response:
 
 
 class Dashboard:
-    """One dashboard: how to open the queue (a context manager, per request), its name for
+    """One dashboard: how to open the queue (a context manager, once per serving thread), its name for
     pages (`where`, already redacted), the `location` whose secrets every message is cleaned
-    of, whether actions are on, and the access token (None: none needed)."""
+    of, whether actions are on, the access token (None: none needed), and the Host names
+    it answers besides localhost, the loopback addresses and the address it listens on
+    (`allow_hosts`, labqueue.hosts). `actions_off` says why no action can be taken whatever
+    was asked (a file this user may only read)."""
 
     def __init__(
         self,
@@ -76,12 +84,24 @@ class Dashboard:
         location: object = None,
         allow_actions: bool = False,
         token: str | None = None,
+        allow_hosts: Iterable[str] = (),
+        actions_off: str | None = None,
     ) -> None:
         self.open_queue = open_queue
+        self.connections = Connections(open_queue)
+        self.overview = reading.Shared()
+        self.allow_hosts = tuple(allow_hosts)
+        if ANY in self.allow_hosts and token is None:
+            raise InvalidArgument(
+                "--allow-host * answers any host name, which a DNS-rebinding page can choose: "
+                "give the dashboard a token too (--token or LABQUEUE_DASHBOARD_TOKEN)"
+            )
+        self.hosts = AllowedHosts("127.0.0.1", self.allow_hosts)  # serve() sets the address it listens on
         self.location = location
-        self.allow_actions = allow_actions
+        self.allow_actions = allow_actions and actions_off is None
+        self.actions_off = actions_off or "This dashboard is read-only: start it with --allow-actions to act."
         self.guard = Guard(token)
-        self.page = views.Page(redact(where, location), self.guard.csrf, allow_actions)
+        self.page = views.Page(redact(where, location), self.guard.csrf, self.allow_actions, actions_off)
         # Each request renders with a Page whose links are relative to its own path (see
         # views.Page.at), so the dashboard works behind a proxy that serves it under a prefix.
         self.local = threading.local()
@@ -93,12 +113,16 @@ class Dashboard:
         try:
             return self._respond(method, target, headers, body)
         except Exception as exc:  # a bug of ours: a page saying so, never a dropped connection
-            log.error("dashboard: %s %s failed: %s", method, urlsplit(target).path, self.clean(exc))
-            return self.html(500, views.problem(self.here, "The dashboard failed", self.clean(exc)))
+            path = urlsplit(target).path
+            log.error("dashboard: %s %s failed: %s: %s", method, path, type(exc).__name__, self.clean(exc))
+            said = f"{method} {path} failed: see the dashboard's log."
+            return self.html(500, views.problem(self.here, "The dashboard failed", said))
 
     def _respond(self, method: str, target: str, headers: Headers, body: bytes) -> Response:
         parts = urlsplit(target)
         path = parts.path
+        if not self.hosts.admits(headers.get("Host")):  # DNS rebinding: no page, no action
+            return self.refuse(421, "Wrong host name", REFUSAL)
         if self.guard.token is not None:
             first = self.guard.token_in_query(target)
             if first is not None:
@@ -115,7 +139,7 @@ class Dashboard:
                 )
         if method == "POST":
             return self.post(path, headers, body)
-        if method != "GET":
+        if method not in ("GET", "HEAD"):  # HEAD: the same answer; the server sends no body
             return self.refuse(405, "Not allowed", f"{method} is not served here.")
         if path.startswith("/static/"):
             return self.static(path[len("/static/") :])
@@ -129,7 +153,7 @@ class Dashboard:
     def get(self, path: str, query: str) -> Response:
         found = JOB_PATH.fullmatch(path)
         if path == "/":
-            return self.view(reading.overview, views.overview)
+            return self.view(lambda q: self.overview.get(lambda: reading.overview(q)), views.overview)
         if path == "/jobs":
             filters = reading.Filters.parse(query)
             return self.view(lambda q: reading.listing(q, filters), views.jobs)
@@ -162,32 +186,31 @@ class Dashboard:
         return self.html(200 if found(seen) else 404, render(self.here, seen))
 
     def using(self, use: Callable[[Any], Any]) -> Any:
-        """use(q) on the queue opened for this request alone, closed after. Whatever stops
-        it opening (a missing file, a broken one, a lock, a server down), and a database
-        error while it is used, raise Unreadable; the queue's own refusals (a bad argument,
-        a job that cannot be cancelled) go on as they are."""
+        """use(q) on this thread's queue (connections.py). Whatever stops it opening (a
+        missing file, a broken one, a lock, a server down), and a database error while it
+        is used, raise Unreadable, and the queue is closed: the next request opens it again.
+        The queue's own refusals (a bad argument, a job that cannot be cancelled) go on as
+        they are."""
         try:
-            opened = self.open_queue()
+            q = self.connections.get()
         except Exception as exc:
             raise Unreadable(exc) from exc
-        with opened as q:
-            try:
-                return use(q)
-            except (InvalidArgument, JobNotFound, CannotCancel):
-                raise
-            except Exception as exc:
-                if isinstance(exc, LabqueueError) or is_database_error(exc) or isinstance(exc, OSError):
-                    raise Unreadable(exc) from exc
-                raise
+        try:
+            return use(q)
+        except (InvalidArgument, JobNotFound, CannotCancel):
+            raise
+        except Exception as exc:
+            self.connections.drop()
+            if isinstance(exc, LabqueueError) or is_database_error(exc) or isinstance(exc, OSError):
+                raise Unreadable(exc) from exc
+            raise
 
     def post(self, path: str, headers: Headers, body: bytes) -> Response:
         name = path.removeprefix("/actions/")
         if not path.startswith("/actions/") or name not in actions.ACTIONS:
             return self.refuse(404, "Not found", f"There is no action at {path}.")
         if not self.allow_actions:
-            return self.refuse(
-                403, "Actions are off", "This dashboard is read-only: start it with --allow-actions to act."
-            )
+            return self.refuse(403, "Actions are off", self.actions_off)
         form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         if not self.guard.csrf_ok(form.get(CSRF_FIELD)) or not same_origin(headers):
             return self.refuse(
@@ -205,6 +228,7 @@ class Dashboard:
         except Unreadable as exc:
             return self.unreadable(exc.__cause__ or exc)
         log.info("dashboard: %s", self.clean(message))
+        self.overview = reading.Shared()  # the next overview reads what the action changed
         return self.html(200, views.result(self.here, message, back))
 
     def static(self, name: str) -> Response:
@@ -224,10 +248,16 @@ class Dashboard:
         return redact(" ".join(str(what).split()) or type(what).__name__, self.location)
 
     def unreadable(self, exc: BaseException) -> Response:
-        message = self.clean(exc)
-        log.warning("dashboard: cannot read the queue: %s", message)
+        log.warning("dashboard: cannot read the queue: %s: %s", type(exc).__name__, self.clean(exc))
         hint = "The dashboard keeps running: reload this page once the database is back."
-        return self.html(503, views.problem(self.here, "Cannot read the queue", message, hint))
+        return self.html(503, views.problem(self.here, "Cannot read the queue", self.what_failed(exc), hint))
+
+    def what_failed(self, exc: BaseException) -> str:
+        """One line for a page: labqueue's own sentence (its first line, redacted), or only
+        the kind of anything else (a driver's error, an OSError), whose text goes to the log."""
+        if isinstance(exc, LabqueueError):
+            return self.clean(str(exc).split("\n", 1)[0])
+        return f"the database answered with an error ({type(exc).__name__}); the dashboard's log has its text"
 
     def refuse(self, status: int, title: str, message: str) -> Response:
         return self.html(status, views.problem(self.here, title, self.clean(message)))
@@ -266,11 +296,18 @@ def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "labqueue-dashboard"
         sys_version = ""
+        timeout = REQUEST_TIMEOUT  # a client that sends nothing holds a thread no longer
 
         def do_GET(self) -> None:
             self.answer("GET", b"")
 
+        def do_HEAD(self) -> None:
+            self.send(dashboard.respond("HEAD", self.path, self.headers), body=False)
+
         def do_POST(self) -> None:
+            if not dashboard.hosts.admits(self.headers.get("Host")):
+                self.send(dashboard.refuse(421, "Wrong host name", REFUSAL))
+                return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -283,13 +320,14 @@ def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
         def answer(self, method: str, body: bytes) -> None:
             self.send(dashboard.respond(method, self.path, self.headers, body))
 
-        def send(self, response: Response) -> None:
+        def send(self, response: Response, *, body: bool = True) -> None:
             self.send_response(response.status)
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(response.body)))
             self.end_headers()
-            self.wfile.write(response.body)
+            if body:
+                self.wfile.write(response.body)
 
         def log_message(self, format: str, *args: Any) -> None:
             # the path without its query: a first visit's ?token=... is never logged
@@ -304,11 +342,15 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    ready: Callable[[ThreadingHTTPServer], None] | None = None,
+    ready: Callable[[PooledHTTPServer], None] | None = None,
     stop: threading.Event | StopEvent | None = None,
 ) -> None:
     """Serve `dashboard` on `host`:`port` until `stop` is set. Listening beyond this machine
-    without a token raises NeedsToken before anything listens."""
+    without a token raises NeedsToken before anything listens. Requests whose Host header
+    names another host are refused (421: labqueue.hosts)."""
     host = listen_host(host)
     check_exposure(host, dashboard.guard.token)
-    run_server(handler_for(dashboard), host, port, ready=ready, stop=stop)
+    dashboard.hosts = AllowedHosts(host, dashboard.allow_hosts)
+    run_server(
+        handler_for(dashboard), host, port, ready=ready, stop=stop, on_thread_exit=dashboard.connections.drop
+    )

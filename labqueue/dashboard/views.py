@@ -21,7 +21,7 @@ from ..listing import cut, decoded_payload, printable, utc
 from ..validate import STATES
 from .auth import CSRF_FIELD
 from .chart import throughput_svg
-from .reading import CHART_STEP, CHART_STEPS, Listing, OneJob, Overview
+from .reading import CHART_ROWS, CHART_STEP, CHART_STEPS, Listing, OneJob, Overview
 
 ERROR_CUT = 120
 REFRESH_SECONDS = 5
@@ -60,13 +60,15 @@ class Page:
     dashboard's root, so the same pages work at / and behind a proxy's prefix (Jupyter's
     /proxy/9188/ on Binder)."""
 
-    def __init__(self, where: str, csrf: str, actions: bool, base: str = "./") -> None:
-        self.where, self.csrf, self.actions, self.base = where, csrf, actions, base
+    def __init__(
+        self, where: str, csrf: str, actions: bool, why_off: str | None = None, base: str = "./"
+    ) -> None:
+        self.where, self.csrf, self.actions, self.why_off, self.base = where, csrf, actions, why_off, base
 
     def at(self, path: str) -> Page:
         """This page for a request to `path`: /jobs -> base ./, /jobs/7 -> base ../"""
         depth = max(path.count("/") - 1, 0)
-        return Page(self.where, self.csrf, self.actions, "../" * depth or "./")
+        return Page(self.where, self.csrf, self.actions, self.why_off, "../" * depth or "./")
 
     def render(self, title: str, body: str, *, current: str = "") -> str:
         nav = " ".join(
@@ -74,6 +76,8 @@ class Page:
             for href, label in NAV
         )
         footer = "actions on (started with --allow-actions)" if self.actions else "read-only: actions are off"
+        if self.why_off:
+            footer = f"read-only: actions are unavailable, {text(self.why_off)}"
         return PAGE.substitute(
             base=text(self.base), title=text(title), where=text(self.where), nav=nav, body=body, footer=footer
         )
@@ -185,6 +189,12 @@ def overview(page: Page, seen: Overview) -> str:
         f"<tbody>{''.join(rows) or '<tr><td colspan=9>No job in any queue yet.</td></tr>'}</tbody></table>"
     )
     chart = throughput_svg(seen.throughput, CHART_STEP, CHART_STEPS)
+    if seen.chart_after_id:
+        chart += (
+            f'<p class="note" data-chart-after="{seen.chart_after_id}">Counted among the jobs with an id '
+            f"above {seen.chart_after_id} (the newest {CHART_ROWS:,}), a bounded read: an older job that "
+            "finished in the last hour is not in it.</p>"
+        )
     live = (
         f'<section id="live" data-refresh="{REFRESH_SECONDS}">'
         f'<p class="stamp">Read at {text(utc(seen.now))} UTC. <a href="./">Refresh</a></p>'
@@ -373,6 +383,8 @@ def job(page: Page, seen: OneJob, job_id: int) -> str:
         ("priority", text(r.priority)),
         ("worker", text(r.worker or "")),
         ("dedupe key", text(r.dedupe_key or "")),
+        ("concurrency key", text(r.concurrency_key or "")),
+        ("concurrency limit", "" if r.concurrency_limit is None else text(r.concurrency_limit)),
         ("created", when(r.created_at, now)),
         (due, when(r.visible_at, now)),
         ("finished", when(r.finished_at, now)),

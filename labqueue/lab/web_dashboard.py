@@ -6,12 +6,21 @@ a pipe from the kernel, closes), so no dashboard outlives its notebook.
 JupyterLab on Binder runs on a machine the learner's browser cannot reach directly, so the
 link it shows goes through the lab's own server at /proxy/PORT/ (jupyter-server-proxy, in the
 course's environment); on your own machine the plain http://127.0.0.1:PORT/ works as well.
-The dashboard's links are relative, so its pages work under that prefix."""
+The dashboard's links are relative, so its pages work under that prefix.
+
+The dashboard answers only the host names it serves (labqueue.hosts, against DNS rebinding),
+and the lab's proxy forwards the lab's own Host. On your own machine that is localhost or
+127.0.0.1, which it answers. On a JupyterHub (Binder) it is the hub's public name, which the
+kernel cannot know: there the dashboard answers any name and needs a token instead, made
+here, handed over in its environment, and carried once by the link (the dashboard swaps it
+for a cookie and drops it from the address). Only the hub's proxy, which asks for the
+learner's own login, reaches it from a browser."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -22,6 +31,7 @@ from collections import deque
 from html import escape
 from pathlib import Path
 
+from ..dashboard.auth import TOKEN_VARIABLE
 from ..pool import stop_processes
 
 # What the command prints once it listens (labqueue.cli.dashboard).
@@ -36,10 +46,16 @@ class WebDashboard:
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
         self.path = Path(path).resolve()
         self.output: deque[str] = deque(maxlen=50)
+        env = dict(os.environ)
+        env.pop(TOKEN_VARIABLE, None)
+        self.token: str | None = None
+        if behind_a_hub():
+            self.token = env[TOKEN_VARIABLE] = secrets.token_urlsafe(32)
         self.process = subprocess.Popen(
             # in the file's folder, so its pages name the file, not this machine's folders
             [sys.executable, "-m", __name__, self.path.name],
             cwd=self.path.parent,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.PIPE,
@@ -71,11 +87,14 @@ class WebDashboard:
         """The dashboard through JupyterLab's own server (the way on Binder): relative to
         the lab's origin, under JupyterHub's prefix when there is one."""
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
-        return f"{prefix.rstrip('/')}/proxy/{self.port}/"
+        link = f"{prefix.rstrip('/')}/proxy/{self.port}/"
+        return link if self.token is None else f"{link}?token={self.token}"
 
     def read(self, page: str = "") -> str:
         """One page of the dashboard, as a browser gets it (`page`: '', 'jobs', 'dead' ...)."""
-        with urllib.request.urlopen(self.url + page, timeout=10) as answer:
+        headers = {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+        request = urllib.request.Request(self.url + page, headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.read().decode("utf-8")
 
     def overview_numbers(self) -> dict[str, int | float]:
@@ -107,6 +126,12 @@ class WebDashboard:
         return f"<labqueue dashboard of {self.path.name} {state}>"
 
 
+def behind_a_hub() -> bool:
+    """Is this kernel's lab served by a JupyterHub (Binder is one)? Its browser is then on
+    another machine and reaches the dashboard through the hub's proxy, under the hub's name."""
+    return bool(os.environ.get("JUPYTERHUB_SERVICE_PREFIX"))
+
+
 def stop_process(process: subprocess.Popen, grace: float = 5.0) -> int | None:
     """End the dashboard as a pool ends a worker (SIGTERM, then a hard kill after `grace`)."""
     stop_processes([process], grace)
@@ -124,7 +149,9 @@ def serve_while_parent_lives(path: str) -> int:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    return cli.main(["dashboard", path, "--port", "0"])
+    # behind a hub the Host is the hub's name, unknown here: any name, with the token
+    hub = ["--allow-host", "*"] if os.environ.get(TOKEN_VARIABLE) else []
+    return cli.main(["dashboard", path, "--port", "0", *hub])
 
 
 if __name__ == "__main__":

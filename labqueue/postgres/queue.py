@@ -52,6 +52,7 @@ class PgJobQueue(Queue):
         )
         super().__init__(driver, checked)
         self._pg = driver
+        self.keep_secret(url)  # a handler's error that quotes this URL is stored without its password
 
     @property
     def url(self) -> str:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.browser
 
 EVIL_KIND = "<script>window.hacked = 1</script>"
 EVIL_ERROR = "<img src=x onerror='window.hacked = 2'> failed"
-TOKEN = "browser-test-token"
+TOKEN = "browser-test-token-0123456789abcdef"  # the 32 characters a token needs at least
 
 
 @contextmanager

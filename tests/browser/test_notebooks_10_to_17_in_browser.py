@@ -4,7 +4,9 @@ panel used as a learner uses it (see test_notebooks_in_browser.py, which does th
 
 from __future__ import annotations
 
+import http.client
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -110,8 +112,23 @@ def open_the_web_dashboard(page, settled: dict[str, str]) -> None:
         assert "/proxy/" in tab.url and "/jobs/" in tab.url, tab.url
         body = tab.inner_text("main")
         assert "payload has no recipient" in body and "Last error" in body, body[:500]
+        # The proxy forwarded the lab's own Host (a loopback name here), which the dashboard
+        # answers; the same request sent as a DNS-rebinding page would send it gets 421.
+        port = int(re.search(r"/proxy/(\d+)/", tab.url)[1])
+        assert status_with_host(port, f"rebind.attacker.example:{port}") == 421
+        assert status_with_host(port, f"localhost:{port}") == 200
     finally:
         tab.close()
+
+
+def status_with_host(port: int, host: str) -> int:
+    """The status of GET / on the dashboard at 127.0.0.1:`port`, sent with this Host header."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/", headers={"Host": host})
+        return connection.getresponse().status
+    finally:
+        connection.close()
 
 
 # --- 11: the tutorial's suite on the learner's workspace, filtered with -k ------------------

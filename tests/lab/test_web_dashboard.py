@@ -55,6 +55,45 @@ def test_the_links_go_through_jupyters_proxy_under_the_hubs_prefix(queue_file, m
         web.stop()
 
 
+def get(url: str, host: str, **headers: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Host": host, **headers}), timeout=10
+        ):
+            return 200
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_on_your_own_machine_it_answers_the_labs_loopback_host_only(queue_file, monkeypatch):
+    monkeypatch.delenv("JUPYTERHUB_SERVICE_PREFIX", raising=False)
+    web = WebDashboard(queue_file)
+    try:
+        assert web.token is None and "token" not in web.proxy_link
+        assert get(web.url, "localhost:8888") == 200  # what the lab's /proxy/PORT/ forwards
+        assert get(web.url, "rebind.attacker.example:8888") == 421
+    finally:
+        web.stop()
+
+
+def test_behind_a_hub_the_link_carries_a_token_and_the_hubs_name_is_answered(queue_file, monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/someone-abc/")
+    web = WebDashboard(queue_file)
+    try:
+        assert web.token is not None and len(web.token) >= 32
+        assert web.proxy_link == f"/user/someone-abc/proxy/{web.port}/?token={web.token}"
+        assert web.token not in " ".join(web.process.args)  # in its environment, not on its command line
+        hub = "hub.example.org"
+        assert get(web.url, hub) == 401
+        assert get(web.url, hub, Authorization=f"Bearer {web.token}") == 200
+        assert web.overview_numbers()["dead"] == 1
+    finally:
+        web.stop()
+
+
 def test_a_missing_file_is_an_error_that_says_what_the_command_said(tmp_path):
     with pytest.raises(RuntimeError, match=r"did not start.*nowhere\.db"):
         WebDashboard(tmp_path / "nowhere.db", timeout=20)

@@ -486,18 +486,23 @@ class PgDriver:
         return dict(self.db.execute(sql.COUNTS).fetchall())
 
     @contextmanager
-    def snapshot(self) -> Iterator[psycopg.Connection]:
-        """One REPEATABLE READ, READ ONLY transaction: one snapshot, any write refused."""
+    def snapshot(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        """One REPEATABLE READ, READ ONLY transaction: one snapshot, any write refused; with a
+        `timeout`, each statement in it stopped after that many seconds (SET LOCAL)."""
         with self.db.transaction():
             self.db.execute(sql.READ_ONLY)
+            if timeout is not None:
+                self.db.execute(sql.SET_LOCAL_STATEMENT_TIMEOUT, {"ms": str(max(1, round(timeout * 1000)))})
             yield self.db
 
     def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]:
         scheduled: dict[str, int] = dict(self.db.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
         return scheduled, dict(self.db.execute(sql.DEAD_BY_QUEUE).fetchall())
 
-    def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
-        params = {"now": now, "window": window, "step": step}
+    def throughput(
+        self, now: float | None, window: float, step: float, after: int = 0
+    ) -> list[tuple[str, str, int, int]]:
+        params = {"now": now, "window": window, "step": step, "after": after}
         return [tuple(row) for row in self.db.execute(sql.THROUGHPUT, params).fetchall()]
 
     def close(self) -> None:

@@ -639,11 +639,13 @@ SELECT queue, COUNT(*) FROM jobs
 DEAD_BY_QUEUE = "SELECT queue, COUNT(*) FROM jobs WHERE state = 'dead' GROUP BY queue"
 THROUGHPUT = f"""
 SELECT queue, state, floor(({NOW} - finished_at) / %(step)s)::int AS ago, COUNT(*) FROM jobs
- WHERE finished_at > {NOW} - %(window)s AND finished_at <= {NOW}
+ WHERE id > %(after)s AND finished_at > {NOW} - %(window)s AND finished_at <= {NOW}
  GROUP BY queue, state, ago
 """
 # A page's reads: one snapshot, and a write refused (the first statement of the transaction).
 READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+# ... and, when asked, each of its statements stopped after a number of milliseconds.
+SET_LOCAL_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 
 # -- one round trip per batch -----------------------------------------------------------
 # The worker's report of a batch of plain completions and its claim of the next batch, in

@@ -57,6 +57,8 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # tries Python runs its signal handlers, so a second stop signal is not held up by a
 # wait in C. The queue's `timeout` is the total over all tries.
 BUSY_SLICE = 0.1
+# How many virtual-machine steps a timed read runs between looks at the clock (snapshot()).
+PROGRESS_STEPS = 4000
 
 T = TypeVar("T")
 
@@ -75,6 +77,7 @@ class SqliteDriver:
         timeout: float,
         create: bool,
         wake: bool,
+        read_only: bool = False,
     ) -> None:
         require_returning()
         level = str(synchronous).upper()
@@ -84,6 +87,10 @@ class SqliteDriver:
             )
         validate.flag("create", create)
         validate.flag("wake", wake)
+        validate.flag("read_only", read_only)
+        if read_only and create:
+            raise InvalidArgument("read_only=True opens an existing queue only: pass create=False too")
+        self.read_only = read_only
         if not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock = clock
@@ -98,7 +105,8 @@ class SqliteDriver:
                 f"{self.path} does not exist: create=False opens an existing queue only, "
                 "so nothing was created (is the path mistyped?)"
             )
-        check_writable(self.path)
+        if not read_only:
+            check_writable(self.path)
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
         # transaction from transaction(); a lone read runs in autocommit. The busy timeout
         # is one slice of the timeout: _retry_busy() makes up the rest in Python.
@@ -106,7 +114,7 @@ class SqliteDriver:
             if create:
                 self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=self._slice())
             else:  # mode=rw: SQLite itself never creates the file, even if it vanished meanwhile
-                uri = self.path.absolute().as_uri() + "?mode=rw"
+                uri = self.path.absolute().as_uri() + ("?mode=ro" if read_only else "?mode=rw")
                 self.db = sqlite3.connect(uri, isolation_level=None, timeout=self._slice(), uri=True)
         except sqlite3.OperationalError as exc:  # a missing folder, or one we may not write to
             if not create:
@@ -145,6 +153,8 @@ class SqliteDriver:
             # Opening never migrates an existing queue (`labqueue migrate` does): an older one
             # is refused before anything, journal mode included, is written.
             refuse_if_old(self.db, self.path, version, found)
+        if self.read_only:  # nothing may be written: no journal mode, no schema step
+            return
         if found is None and not self.db.execute(sql.PAGE_COUNT).fetchone()[0]:
             # A brand-new file: freed pages can be handed back later (reclaim_space). The
             # setting only takes before the first table exists; a full VACUUM applies it later.
@@ -244,6 +254,8 @@ class SqliteDriver:
             return "readonly"
         if _is_busy(exc):
             return "busy"
+        if message == "interrupted":  # snapshot()'s timeout, or interrupt() from another thread
+            return "timeout"
         if "full" in message:
             return "full"
         return None
@@ -602,10 +614,15 @@ class SqliteDriver:
         return {row[0]: row[1] for row in self._hot.execute(sql.COUNTS)}
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self, timeout: float | None = None) -> Iterator[sqlite3.Connection]:
         """One read transaction (BEGIN DEFERRED: no lock until the first read, then a
-        snapshot), writes refused by query_only until it ends."""
+        snapshot), writes refused by query_only until it ends. With a `timeout`, a statement
+        still running that many seconds after the block began is interrupted (SQLite has no
+        statement timeout: a progress handler asks the clock every few thousand steps)."""
         self.db.execute("PRAGMA query_only = ON")
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            self.db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
             self._own(sql.BEGIN_READ)
             try:
@@ -613,6 +630,8 @@ class SqliteDriver:
             finally:
                 self._undo()  # nothing was written: ending it is all a rollback does
         finally:
+            if timeout is not None:
+                self.db.set_progress_handler(None, 0)
             self.db.execute("PRAGMA query_only = OFF")
 
     def queue_totals(self, now: float | None) -> tuple[dict[str, int], dict[str, int]]:
@@ -620,9 +639,11 @@ class SqliteDriver:
             scheduled = dict(self._hot.execute(sql.SCHEDULED_BY_QUEUE, {"now": now}).fetchall())
             return scheduled, dict(self._hot.execute(sql.DEAD_BY_QUEUE).fetchall())
 
-    def throughput(self, now: float | None, window: float, step: float) -> list[tuple[str, str, int, int]]:
+    def throughput(
+        self, now: float | None, window: float, step: float, after: int = 0
+    ) -> list[tuple[str, str, int, int]]:
         with self._lenient_text():
-            params = {"now": now, "window": window, "step": step}
+            params = {"now": now, "window": window, "step": step, "after": after}
             return [tuple(row) for row in self._hot.execute(sql.THROUGHPUT, params)]
 
     def close(self) -> None:

@@ -809,6 +809,6 @@ DEAD_BY_QUEUE = "SELECT queue, COUNT(*) AS n FROM jobs WHERE state = 'dead' GROU
 # reads the table once (no index on finished_at).
 THROUGHPUT = """
 SELECT queue, state, CAST((:now - finished_at) / :step AS INTEGER) AS ago, COUNT(*) AS n FROM jobs
- WHERE finished_at > :now - :window AND finished_at <= :now
+ WHERE id > :after AND finished_at > :now - :window AND finished_at <= :now
  GROUP BY queue, state, ago
 """
