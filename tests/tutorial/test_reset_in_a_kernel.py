@@ -6,7 +6,9 @@ next notebook starts from the course's code whatever the last one was left holdi
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -191,3 +193,95 @@ def test_an_edit_of_an_earlier_notebooks_method_is_reported_and_reset(tmp_path):
         from labqueue.tutorial import kernel
 
         kernel.restore_package()
+
+
+def _course_cell(name: str) -> str:
+    """The course's saved cell that defines `name`, as the notebooks print it for pasting."""
+    from labqueue.tutorial.sections import package_text, split
+
+    (body,) = [s.body for s in split(package_text("jobqueue"))[1] if name in s.body]
+    return "# jobqueue.py\n" + body
+
+
+def _effect_first(cell: str) -> str:
+    """05's break-it: the effect moved up, before the fenced UPDATE."""
+    effect = "        if effect is not None:\n            effect(db)\n"
+    assert effect in cell
+    return cell.replace(effect, "").replace(
+        "    with self._tx() as db:\n", "    with self._tx() as db:\n" + effect
+    )
+
+
+# Every other break-it, as its notebook words it: (notebook, the edited cell's first text and the
+# edit, or None and the new cell pasted under "Break it on purpose", the cells the notebook says to
+# run again, what the Check must then name). 01's race is chance, so its break-it is not here.
+EDITED = [
+    ("03_crash_recovery.ipynb", "# worker.py",
+     ("JobQueue(path, lease_seconds=lease_seconds)", "JobQueue(path)"),
+     "the lease length does not reach the worker's JobQueue"),
+    ("06_heartbeat.ipynb", "# jobqueue.py\n@add_to_class(JobQueue)\ndef heartbeat(",
+     (" AND lease_token = :token", ""), "heartbeat is not fenced by the lease token"),
+]  # fmt: skip
+PASTED = [
+    ("05_effect_in_transaction.ipynb", _effect_first(_course_cell("def complete(")),
+     ['print("--- effect passed to complete()'], "does not run the effect after the fence"),
+    ("07_retries_and_poison.ipynb", _course_cell("CLAIM = ").replace("attempts = attempts + 1,", ""),
+     ["rounds = retries.poison_rounds("], "attempts are not counted at claim"),
+    ("09_throughput.ipynb", _course_cell("def claim(").replace('"limit": limit', '"limit": 1'),
+     ["N_JOBS = "], "handed out one job at a time"),
+    ("11_testing.ipynb", _course_cell("def heartbeat(").replace(" AND lease_token = :token", ""),
+     ["yours = testing.run_tutorial_suite("], "test_a_heartbeat_after_a_takeover_is_refused"),
+    ("12_chaos.ipynb",
+     _course_cell("def complete(").replace(" AND lease_token = :token AND state = 'running'", ""),
+     ["takeover_mix = "], "not fenced by the lease token"),
+]  # fmt: skip
+
+
+@contextlib.contextmanager
+def _ran(name: str, scratch: Path) -> Iterator[Learner]:
+    """The notebook run top to bottom in a kernel of its own, kept up for the test."""
+    learner = Learner(name, scratch)
+    with learner.client.setup_kernel():
+        learner.run_from(0)
+        yield learner
+
+
+def _check(learner: Learner) -> int:
+    (heading,) = [i for i, c in enumerate(learner.nb.cells) if c.source.startswith("## Check")]
+    return heading + 1
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("name", "cell", "edit", "rule"), EDITED, ids=[e[0][:2] for e in EDITED])
+def test_every_edited_cell_break_it_resets(tmp_path, name, cell, edit, rule):
+    with _ran(name, tmp_path) as learner:
+        edited, check = learner.index(cell), _check(learner)
+        learner.edit(edited, *edit)
+        assert not learner.run(edited)[1]
+        assert rule in learner.run_from(edited + 1)[check][1]
+        learner.run(learner.first())  # the reset, then the cells below the edit
+        after = learner.run_from(edited + 1)
+    assert not after[check][1], after[check]
+    assert any(COURSE in out for out, _ in after.values())
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("name", "pasted", "again", "rule"), PASTED, ids=[p[0][:2] for p in PASTED])
+def test_every_pasted_cell_break_it_resets(tmp_path, name, pasted, again, rule):
+    with _ran(name, tmp_path) as learner:
+        (at,) = [i + 1 for i, c in enumerate(learner.nb.cells) if "## Break it on purpose" in c.source]
+        learner.nb.cells.insert(at, nbformat.v4.new_code_cell(pasted))  # the learner's new cell
+        check = _check(learner)
+        reruns = [learner.index(starts) for starts in again]
+        assert not learner.run(at)[1]
+        for index in reruns:
+            learner.run(index)
+        assert rule in learner.run(check)[1]
+        del learner.nb.cells[at]  # "delete your cell", then the reset and the cells the text names
+        check, reruns = check - 1, [i - (i > at) for i in reruns]
+        learner.run(learner.first())
+        for index in reruns:
+            assert not learner.run(index)[1]
+        printed, error = learner.run(check)
+    assert not error, error
+    assert printed.strip()
