@@ -160,7 +160,7 @@ def test_the_workshop_agenda_gives_each_notebook_its_stated_time():
     times of the notebooks it names, and the next row starts when they are up."""
     tables = _agenda_rows()
     assert len(tables) >= 2, "an agenda for Part 1 and one for Part 2"
-    named = 0
+    named: set[Path] = set()
     for rows in tables:
         for row, following in pairwise(rows):
             clock, what, minutes = row[0], row[1], row[2]
@@ -170,11 +170,29 @@ def test_the_workshop_agenda_gives_each_notebook_its_stated_time():
             assert (next_hours * 60 + next_mins) - (hours * 60 + mins) == took, row
             stems = [p for p in NOTEBOOKS if p.stem in reading.agenda_notebooks(what, IDS)]
             if stems:
-                named += len(stems)
+                named |= set(stems)
                 assert took == sum(_minutes(p) for p in stems), (
                     f"{what}: {took} min, stated {[_minutes(p) for p in stems]}"
                 )
-    assert named == len(NOTEBOOKS), f"the agendas name {named} of the {len(NOTEBOOKS)} notebooks"
+    assert named == set(NOTEBOOKS), f"the agendas leave out {sorted(p.stem for p in set(NOTEBOOKS) - named)}"
+
+
+def _plan(title: str) -> list[list[str]]:
+    """The rows of the agenda table under the heading that starts with `title`."""
+    text = (ROOT / "docs" / "workshop.md").read_text(encoding="utf-8")
+    section = text.split(f"\n### {title}", 1)[1].split("\n#", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()]
+    return [r for r in rows if len(r) > 2 and r[0][:1].isdigit()]
+
+
+@pytest.mark.parametrize(("title", "low", "high"), [("One day", 330, 390), ("Half a day", 150, 210)])
+def test_a_plan_adds_up_to_its_length_with_breaks_apart(title, low, high):
+    rows = _plan(title)
+    pauses = {"break", "lunch"}
+    teaching = sum(int(r[2].removesuffix(" min")) for r in rows if r[2] and r[1] not in pauses)
+    assert low <= teaching <= high, f"{title}: {teaching} minutes of teaching"
+    if title == "One day":
+        assert [r[1] for r in rows].count("lunch") == 1 and [r[1] for r in rows].count("break") >= 2
 
 
 def test_the_agenda_is_as_the_reading_measure_writes_it():
@@ -213,3 +231,29 @@ def test_the_agenda_clock_runs_on_the_notebooks_times():
     assert reading.rewrite_agenda(reading.rewrite_agenda(text, minutes), minutes) == reading.rewrite_agenda(
         text, minutes
     )
+
+
+def test_the_time_counts_each_break_it_and_panel():
+    est = reading.Estimate(words=1500, code=150, exercises=1, run_s=20, break_its=1, panels=2)
+    assert (est.hands_on, est.total) == (reading.MINUTES_PER_BREAK_IT + 2 * reading.MINUTES_PER_PANEL, 45)
+    assert est.line() == (
+        "*Time: about 45 minutes: 20 of reading the text and code, under a minute of running, "
+        "10 for the exercise, and 11 for the break-it and the two panels.*"
+    )
+    panel = {"data": {"text/plain": reading.PANEL_TEXT}}
+    progress = {"data": {"text/plain": "runs: 100% 21/21"}}
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "## Break it on purpose\n\nDelete the token."},
+            {"cell_type": "code", "source": "panel()", "outputs": [panel]},
+            {"cell_type": "code", "source": "run()", "outputs": [progress]},
+        ]
+    }
+    assert (reading.break_its(nb), reading.panels(nb)) == (1, 1)
+
+
+@pytest.mark.parametrize("path", reading.TOTALS_IN, ids=lambda p: p.name)
+def test_the_totals_per_part_add_up_the_notebooks_times(path):
+    said = [m.group(0) for m in reading.TOTALS.finditer(path.read_text(encoding="utf-8"))]
+    phrase = reading.totals_phrase(reading.course_minutes())
+    assert said == [phrase], f"{path.name}: {said}, not {phrase!r} (python -m labqueue.lab.reading --write)"

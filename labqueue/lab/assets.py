@@ -9,6 +9,7 @@ state (``rcParams``, the pyplot figure list): importing this module changes noth
 from __future__ import annotations
 
 import io
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,29 @@ def _panel(ax: Any) -> str:
 
 
 def figure_png(fig: Any) -> bytes:
-    """A matplotlib figure as PNG bytes, for an ipywidgets Image."""
+    """A matplotlib figure as PNG bytes, for an ipywidgets Image. The figure in words
+    (:func:`describe`) goes with it, as the PNG's Description, for a saved panel's alt text."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
+    said = describe(fig)
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Description": said} if said else None)
     return buffer.getvalue()
+
+
+def png_description(png: bytes) -> str:
+    """The Description a PNG carries (see :func:`figure_png`), empty when it has none."""
+    at = 8  # past the signature
+    while at + 8 <= len(png):
+        size = int.from_bytes(png[at : at + 4], "big")
+        kind, body = png[at + 4 : at + 8], png[at + 8 : at + 8 + size]
+        if kind == b"tEXt" and body.startswith(b"Description\0"):
+            return body.split(b"\0", 1)[1].decode("latin-1")
+        if kind == b"iTXt" and body.startswith(b"Description\0"):
+            # keyword, NUL, compression flag and method, language tag NUL, translated keyword NUL, text
+            _, rest = body.split(b"\0", 1)
+            compressed, rest = rest[0], rest[2:]
+            text = rest.split(b"\0", 2)[2]
+            return (zlib.decompress(text) if compressed else text).decode("utf-8")
+        if kind == b"IDAT":
+            return ""  # matplotlib writes its text before the image data
+        at += 12 + size
+    return ""

@@ -11,12 +11,15 @@ its buttons, slider values, tables and chart.
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from .assets import png_description
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -25,6 +28,8 @@ PANEL_NOTE = (
     "<p style='color:#666;font-size:90%'><i>Interactive panel, shown as it was when the notebook was "
     "saved: run the notebook in JupyterLab to use it.</i></p>"
 )
+# A saved panel's chart whose PNG does not say what it plots (drawn before figure_png said so).
+PANEL_CHART = "Chart in the panel, as it was saved"
 _REF = "IPY_MODEL_"
 _PROGRESS = {"FloatProgressModel", "IntProgressModel"}
 _CONTROLS = {"ButtonModel", "TextModel", "DropdownModel", "ToggleButtonsModel", "CheckboxModel"}
@@ -133,10 +138,11 @@ def _html(model_id: str, models: dict[str, dict]) -> str:
         for buffer in model.get("buffers", []):
             if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64":
                 kind = html.escape(str(state.get("format", "png")))
-                return (
-                    f"<img style='max-width:100%' alt='Chart in the panel, as it was saved' "
-                    f"src='data:image/{kind};base64,{buffer['data']}'>"
+                alt = html.escape(
+                    png_description(base64.b64decode(buffer["data"])) or PANEL_CHART, quote=True
                 )
+                where = f"data:image/{kind};base64,{buffer['data']}"
+                return f"<img style='max-width:100%' alt='{alt}' src='{where}'>"
         return ""
     if name in ("DropdownModel", "SelectModel", "ToggleButtonsModel", "RadioButtonsModel"):
         labels = state.get("_options_labels", [])

@@ -1,12 +1,13 @@
 """A notebook as a learner reads it: its prose, its long sentences, and an honest time.
 
     python -m labqueue.lab.reading              # each notebook's words, sentences and time
-    python -m labqueue.lab.reading --write      # rewrite each notebook's time line, and the agenda, to match
+    python -m labqueue.lab.reading --write      # rewrite each notebook's time line, the agenda and the
+                                                # totals per part (notebook 00, README) to match
 
 The time under each title comes from what the notebook holds, not from a guess: its prose at a
-technical reading pace, the code it shows at a slower one, a fixed allowance per exercise, and its
-measured run (the committed execution's timestamps). A test holds every notebook to it, so shorter
-prose shortens the stated time and longer prose lengthens it.
+technical reading pace, the code it shows at a slower one, a fixed allowance per exercise, per
+break-it and per panel, and its measured run (the committed execution's timestamps). A test holds
+every notebook to it, so shorter prose shortens the stated time and longer prose lengthens it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ AGENDA = ROOT / "docs" / "workshop.md"
 PROSE_WORDS_PER_MINUTE = 150
 CODE_LINES_PER_MINUTE = 15
 MINUTES_PER_EXERCISE = 10
+# Breaking a saved cell on purpose, running what follows and going back; playing with a panel.
+# Tried as a learner in JupyterLab: 03 and 12 (one of each) took about 32 and 34 minutes, 25 without them.
+MINUTES_PER_BREAK_IT = 5
+MINUTES_PER_PANEL = 3
+BREAK_IT = re.compile(r"^#+ Break it on purpose", re.M)
+PANEL_TEXT = "[Interactive panel: run this notebook in JupyterLab to use it]"  # execute.PANEL_TEXT
 # The prose budget of one notebook; longer ones say why in tests/test_course_reading.py.
 WORD_BUDGET = 1500
 LONGEST_SENTENCE = 40  # words
@@ -94,6 +101,20 @@ def exercises(nb: dict) -> int:
     return sum(len(CHECKER.findall(_source(c))) for c in nb["cells"] if c["cell_type"] == "code")
 
 
+def break_its(nb: dict) -> int:
+    return sum(len(BREAK_IT.findall(text)) for text in markdown_cells(nb))
+
+
+def panels(nb: dict) -> int:
+    """The panels a learner can drive: widget outputs saved as panels (not progress bars)."""
+    return sum(
+        1
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if "".join(out.get("data", {}).get("text/plain", "")) == PANEL_TEXT
+    )
+
+
 def run_seconds(nb: dict) -> float:
     """How long the committed run took, from its cells' execution timestamps."""
     stamps = []
@@ -115,6 +136,8 @@ class Estimate:
     code: int
     exercises: int
     run_s: float
+    break_its: int = 0
+    panels: int = 0
 
     @property
     def reading(self) -> int:
@@ -129,22 +152,30 @@ class Estimate:
         return math.ceil(self.run_s / 60)
 
     @property
+    def hands_on(self) -> int:
+        """Minutes for the break-its and the panels."""
+        return self.break_its * MINUTES_PER_BREAK_IT + self.panels * MINUTES_PER_PANEL
+
+    @property
     def total(self) -> int:
-        """Reading, exercises and running, rounded up to five minutes."""
-        return 5 * math.ceil((self.reading + self.exercise_minutes + self.running) / 5)
+        """Reading, exercises, running, break-its and panels, rounded up to five minutes."""
+        return 5 * math.ceil((self.reading + self.exercise_minutes + self.running + self.hands_on) / 5)
 
     def line(self) -> str:
         """The time line under the notebook's title."""
         run = "under a minute" if self.running <= 1 else f"about {self.running} minutes"
-        if not self.exercises:
-            parts = f"{self.reading} of reading the text and code, and {run} of running"
-        else:
+        parts = [f"{self.reading} of reading the text and code", f"{run} of running"]
+        if self.exercises:
             what = "the exercise" if self.exercises == 1 else f"the {_count(self.exercises)} exercises"
-            parts = (
-                f"{self.reading} of reading the text and code, {run} of running, "
-                f"and {self.exercise_minutes} for {what}"
-            )
-        return f"*Time: about {self.total} minutes: {parts}.*"
+            parts.append(f"{self.exercise_minutes} for {what}")
+        tried = [_things(self.break_its, "break-it"), _things(self.panels, "panel")]
+        if self.hands_on:
+            parts.append(f"{self.hands_on} for {' and '.join(t for t in tried if t)}")
+        return f"*Time: about {self.total} minutes: {', '.join(parts[:-1])}, and {parts[-1]}.*"
+
+
+def _things(n: int, what: str) -> str:
+    return "" if not n else f"the {what}" if n == 1 else f"the {_count(n)} {what}s"
 
 
 def _count(n: int) -> str:
@@ -152,7 +183,9 @@ def _count(n: int) -> str:
 
 
 def estimate(nb: dict) -> Estimate:
-    return Estimate(prose_words(nb), code_lines(nb), exercises(nb), run_seconds(nb))
+    return Estimate(
+        prose_words(nb), code_lines(nb), exercises(nb), run_seconds(nb), break_its(nb), panels(nb)
+    )
 
 
 def stated_line(nb: dict) -> str | None:
@@ -226,15 +259,47 @@ def rewrite_agenda(text: str, minutes: dict[str, int]) -> str:
 
 def write_agenda(path: Path = AGENDA) -> bool:
     """Set the workshop agenda's clock to every notebook's stated time; True when it changed."""
-    minutes = {
-        p.stem: estimate(json.loads(p.read_text(encoding="utf-8"))).total
-        for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    }
     text = path.read_text(encoding="utf-8")
-    new = rewrite_agenda(text, minutes)
+    new = rewrite_agenda(text, course_minutes())
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
+
+
+# The course's length per part, in notebook 00 and the README: "Part 1 takes about 8 h 45 min and
+# Part 2 about 2 h 45 min", the notebooks' stated times added up.
+TOTALS = re.compile(r"Part 1 takes about \d+ h \d+ min and Part 2 about \d+ h \d+ min")
+TOTALS_IN = (NOTEBOOKS / "00_introduction.ipynb", ROOT / "README.md")
+
+
+def totals_phrase(minutes: dict[str, int]) -> str:
+    """Each part's time, from each notebook's (by stem): Part 1 is 00-12, Part 2 13 on."""
+    part1 = sum(m for stem, m in minutes.items() if stem < "13")
+    part2 = sum(m for stem, m in minutes.items() if stem >= "13")
+    return f"Part 1 takes about {_hours(part1)} and Part 2 about {_hours(part2)}"
+
+
+def _hours(minutes: int) -> str:
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def course_minutes() -> dict[str, int]:
+    return {
+        p.stem: estimate(json.loads(p.read_text(encoding="utf-8"))).total
+        for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    }
+
+
+def write_totals() -> list[Path]:
+    """Set the per-part totals in notebook 00 and the README; the files changed."""
+    phrase, changed = totals_phrase(course_minutes()), []
+    for path in TOTALS_IN:
+        text = path.read_text(encoding="utf-8")
+        new = TOTALS.sub(phrase, text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.write and write_agenda():
         print(f"{AGENDA.relative_to(ROOT)}: the agenda's clock rewritten")
+    for path in write_totals() if args.write else []:
+        print(f"{path.relative_to(ROOT)}: the totals per part rewritten")
     return 0
 
 

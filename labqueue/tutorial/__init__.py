@@ -7,7 +7,9 @@
 
 Each is generated from the notebooks' cells that start with `# <module>.py`
 (`python -m labqueue.tutorial.build`; a test checks that they never differ). `workspace`
-keeps a learner's edited copy in step with the cells they run, and `process` starts real
-worker processes on it. The production queue, `labqueue.JobQueue`, is the same design grown
-up (notebook 13 sets the two side by side); it imports nothing from here.
+keeps a learner's edited copy in step with the cells they run, `kernel` puts the kernel's
+definitions back to the course's (a notebook's first cell) and compares them with it, and
+`process` starts real worker processes on the copy. The production queue,
+`labqueue.JobQueue`, is the same design grown up (notebook 13 sets the two side by side); it
+imports nothing from here.
 """

@@ -170,6 +170,8 @@ RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at
 def claim(self, worker, *, limit=1):
     """Lease up to `limit` ready jobs to `worker`, oldest first. A job is ready once its
     visible_at has passed: a queued job's start time, or a running job's lease end."""
+    if not isinstance(limit, int) or limit < 1:  # SQLite reads LIMIT -1 as no limit at all
+        raise ValueError(f"limit must be a whole number, 1 or more, got {limit!r}")
     now = self.clock()
     claim_params = {"now": now, "lease_ends": now + self.lease_seconds,
                     "token": uuid.uuid4().hex, "worker": worker, "limit": limit}
@@ -223,7 +225,8 @@ def fail(self, job, error):
     """Report that `job` failed with `error`. Returns 'queued' (a retry is scheduled),
     'dead' (no attempts left) or None (another claim holds the job: nothing changed)."""
     now = self.clock()
-    ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (job.attempts - 1))
+    # 2.0 ** n, n at most 1000: 2 ** 1024 fits no float, and the cap is reached long before.
+    ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** min(job.attempts - 1, 1000))
     rows = self.db.execute(FAIL, {
         "retry_at": now + self.rng() * ceiling,  # full jitter: anywhere up to the ceiling
         "now": now, "error": str(error)[:500], "id": job.id, "token": job.lease_token,
@@ -252,7 +255,7 @@ def requeue_dead(self, ids=None):
     sql = ("UPDATE jobs SET state = 'queued', attempts = 0, visible_at = ?, finished_at = NULL"
            " WHERE state = 'dead'")
     params = [self.clock()]
-    if ids:
+    if ids is not None:  # [] names no job: `IN ()` matches none
         sql += f" AND id IN ({', '.join('?' for _ in ids)})"
         params.extend(ids)
     return sorted(r["id"] for r in self.db.execute(sql + " RETURNING id", params).fetchall())

@@ -351,6 +351,28 @@ _EXECUTE_JS = (
 
 _DISPOSE_JS = "id => {" + _PANEL + " panel.dispose(); }"
 
+# Every cell's source, in order (markdown cells included, so indexes match the notebook's).
+_SOURCES_JS = (
+    "id => {" + _PANEL + " return panel.content.widgets.map(c => c.model.sharedModel.getSource()); }"
+)
+
+# A learner's edit: the cell's text replaced, in the notebook's own model (as typing does).
+_SET_SOURCE_JS = (
+    "([id, index, text]) => {" + _PANEL + " panel.content.widgets[index].model.sharedModel.setSource(text); }"
+)
+
+# Select a cell and run a notebook command on it, as its menu entry does.
+_ON_CELL_JS = (
+    "async ([id, index, command]) => {"
+    + _PANEL
+    + """
+  app.shell.activateById(id);
+  panel.content.activeCellIndex = index;
+  panel.content.deselectAll();
+  await app.commands.execute(command);
+}"""
+)
+
 # Scrolls the notebook to its top; returns the height of its cells in pixels.
 _TO_TOP_JS = (
     "id => {"
@@ -519,6 +541,43 @@ class NotebookPage:
 
     def state(self) -> dict:
         return self.page.evaluate(_STATE_JS, self.id)
+
+    def sources(self) -> list[str]:
+        return self.page.evaluate(_SOURCES_JS, self.id)
+
+    def cell_index(self, starts: str) -> int:
+        """The index of the one cell whose source starts with `starts`."""
+        (found,) = [i for i, text in enumerate(self.sources()) if text.startswith(starts)]
+        return found
+
+    def edit_cell(self, index: int, old: str, new: str) -> None:
+        """Replace `old` by `new` in cell `index`, as a learner's typing does."""
+        text = self.sources()[index]
+        assert old in text, f"{self.notebook.name}: cell {index} has no {old!r}"
+        self.page.evaluate(_SET_SOURCE_JS, [self.id, index, text.replace(old, new)])
+
+    def run_cells(self, index: int, below: bool = False, timeout: float = 120.0) -> dict:
+        """Run cell `index` (Run > Run Selected Cell), or it and every cell below it (Run >
+        Run Selected Cell and All Below), and wait until they have run."""
+        before = [c["prompt"] for c in self.state()["cells"]]
+        command = "notebook:run-all-below" if below else "notebook:run-cell"
+        self.page.evaluate(_ON_CELL_JS, [self.id, index, command])
+        deadline = time.monotonic() + timeout
+        while True:
+            prompts = [c["prompt"] for c in self.state()["cells"]]
+            if prompts != before and not any("*" in p for p in prompts) and self.kernel()["status"] == "idle":
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.notebook.name}: cells from {index} still running: {prompts}")
+            time.sleep(0.3)
+        self.wait_widgets()
+        return self.state()
+
+    def output_of(self, index: int) -> tuple[str, str]:
+        """(the text a cell shows, its error or '')."""
+        (cell,) = [c for c in self.state()["cells"] if c["index"] == index]
+        text = "\n".join(o["text"] for o in cell["outputs"])
+        return text, "\n".join(o["error"] for o in cell["outputs"] if o["error"])
 
     def kernel_errors(self) -> list[str]:
         return self.page.evaluate("id => (window.__kernelErrors || {})[id] || []", self.id)

@@ -307,6 +307,56 @@ def test_throughput_panel_adds_a_blue_bar(ran_notebook) -> None:
     assert page.problems() == []
 
 
+# --- 02 and 04: break a saved cell, then the reset ----------------------------------------
+
+COURSE = "this kernel and your worker processes run the course's code, line for line"
+# What the diff cell compares, asked of the kernel: the kernel's code and the workers' both differ.
+BOTH_DIFFER = (
+    'print(*(f"+++ {who} jobqueue.py" in ws.changes() for who in ("this kernel\'s", "your workers\'")))'
+)
+
+
+@pytest.mark.parametrize(
+    ("number", "saved_cell", "removed", "check", "rule"),
+    [
+        pytest.param(
+            "02", "# jobqueue.py\n@add_to_class(JobQueue)\ndef complete(", " AND lease_token = :token",
+            "steps = ", "complete is not fenced", marks=pytest.mark.drives("02"), id="02",
+        ),
+        pytest.param(
+            "04", "# jobqueue.py\n# A failure", "lease_token = :token AND ", "assert real.taken_over",
+            "not fenced", marks=pytest.mark.drives("04"), id="04",
+        ),
+    ],
+)  # fmt: skip
+def test_a_broken_cell_fails_the_check_until_the_reset(
+    ran_notebook, number, saved_cell, removed, check, rule
+):
+    """As a learner does it: edit the saved cell, run it and the cells below; the diff cell shows
+    the edit in the kernel and the workers, the Check names the rule. Then the reset as notebook
+    00 teaches it: the first code cell, then the cells below the edited one."""
+    page = ran_notebook(number)
+    edited, diff, check_cell = (
+        page.cell_index(saved_cell),
+        page.cell_index("print(ws.changes()"),
+        page.cell_index(check),
+    )
+    page.edit_cell(edited, removed, "")
+    page.run_cells(edited)
+    page.run_cells(edited + 1, below=True)
+    assert page.execute(BOTH_DIFFER).strip() == "True True"
+    assert page.output_of(diff)[0].startswith("--- course/jobqueue.py"), page.output_of(diff)
+    assert rule in page.output_of(check_cell)[1], page.output_of(check_cell)
+
+    page.run_cells(page.state()["cells"][0]["index"])  # the first code cell: the reset
+    page.run_cells(edited + 1, below=True)
+    assert COURSE in page.output_of(diff)[0], page.output_of(diff)
+    shown, error = page.output_of(check_cell)
+    assert not error and shown.strip(), (shown, error)
+    print(f"{number}: broken, the Check said {rule!r}; after the reset: {shown.strip()[:80]}")
+    page.screenshot(f"{number}-after-the-reset", whole=False)
+
+
 # --- the checks themselves ----------------------------------------------------------------
 
 

@@ -32,8 +32,10 @@ def test_a_panel_gets_a_readable_line_and_a_static_picture():
         "jobs": _model("IntSliderModel", description="jobs", value=4000),
         "go": _model("ButtonModel", description="Run the race"),
         "msg": _model("HTMLModel", value="naive made <b>12</b> duplicates"),
-        "img": {**_model("ImageModel", format="png"), "buffers": [
-            {"path": ["value"], "encoding": "base64", "data": png}]},
+        "img": {
+            **_model("ImageModel", format="png"),
+            "buffers": [{"path": ["value"], "encoding": "base64", "data": png}],
+        },
     }
     nb = _nb(models, [_out("box", "VBox(children=(HBox(children=(IntSlider(...")])
     assert execute.add_static_panels(nb) == 1
@@ -63,3 +65,29 @@ def test_a_panel_without_saved_state_still_loses_the_raw_repr():
     nb = _nb({}, [_out("gone", "VBox(children=(...")])
     execute.add_static_panels(nb)
     assert nb["cells"][0]["outputs"][0]["data"]["text/plain"] == execute.PANEL_TEXT
+
+
+def test_a_saved_panels_chart_is_described_by_what_it_plots():
+    from labqueue.lab.assets import figure_png, new_figure
+
+    fig, ax = new_figure()
+    ax.set_ylabel("jobs per second")
+    ax.set_xlabel("workers")
+    drawn = base64.b64encode(figure_png(fig)).decode()
+    bare = base64.b64encode(figure_png(new_figure()[0])).decode()  # says nothing of itself
+    models = {
+        "box": _model("VBoxModel", children=["IPY_MODEL_a", "IPY_MODEL_b"]),
+        "a": {
+            **_model("ImageModel", format="png"),
+            "buffers": [{"path": ["value"], "encoding": "base64", "data": drawn}],
+        },
+        "b": {
+            **_model("ImageModel", format="png"),
+            "buffers": [{"path": ["value"], "encoding": "base64", "data": bare}],
+        },
+    }
+    nb = _nb(models, [_out("box", "VBox(...)")])
+    execute.add_static_panels(nb)
+    page = nb["cells"][0]["outputs"][0]["data"]["text/html"]
+    assert "alt='Chart: jobs per second against workers'" in page
+    assert f"alt='{execute.PANEL_CHART}'" in page  # only where the chart said nothing

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from labqueue.tutorial import build, process
+from labqueue.tutorial import build, kernel, process
 from labqueue.tutorial.jobqueue import JobQueue
 from labqueue.tutorial.sections import (
     MODULES,
@@ -117,6 +117,7 @@ def test_follow_saves_each_tutorial_cell_a_notebook_runs(tmp_path):
         assert "SELECT 1" not in ws.path("race").read_text()
     finally:
         InteractiveShell.clear_instance()
+        kernel.restore_package()  # the cells above set methods on the package's own class
 
 
 def test_the_learners_queue_file_opens_a_queue(tmp_path):

@@ -149,21 +149,38 @@ def check_one_statement(claim: object) -> Verdict:
                 db.close()
                 other.close()
     except sqlite3.Error as exc:
+        if ":id" in claim:
+            return not_yet("a one-statement claim is given no :id: its sub-select picks the row itself")
         return not_yet(f"your statement did not run: {type(exc).__name__}: {exc}")
     except IndexError:
         return not_yet("your statement returned a row without a column: end it with RETURNING id")
     if alone[0] is None:
-        return not_yet("one worker alone claimed nothing from 3 queued jobs: does it end with RETURNING id?")
-    if alone != [1, 2, 3, None]:
+        if "returning" not in claim.lower():
+            return not_yet(
+                "one worker alone claimed nothing from 3 queued jobs: does it end with RETURNING id?"
+            )
         return not_yet(
-            f"one worker alone, claiming four times from 3 queued jobs, got {alone} instead of "
-            "[1, 2, 3, None]: the statement must only pick a job that is still queued"
+            "one worker alone claimed nothing from 3 queued jobs: your sub-select finds no row. "
+            "In which state is a job that nobody holds?"
         )
+    if alone != [1, 2, 3, None]:
+        return not_yet(_alone_problem(alone))
     return _race_verdict(
         _race(None, claim),
         retries_allowed=False,
         found="One statement picks and takes the job under SQLite's single write lock.",
     )
+
+
+def _alone_problem(alone: list[int | None]) -> str:
+    """What one worker's four claims from 3 queued jobs say about the statement."""
+    got = f"one worker alone, claiming four times from 3 queued jobs, got {alone} instead of [1, 2, 3, None]"
+    taken = [job for job in alone if job is not None]
+    if len(taken) != len(set(taken)):
+        return f"{got}: it took a job it had already claimed; the statement must pick only a job still queued"
+    if sorted(taken) == [1, 2, 3]:
+        return f"{got}: each job once, but not the oldest first; a queue hands out its oldest queued job"
+    return f"{got}: it found nothing while jobs were still queued; which rows does your sub-select pick?"
 
 
 CHECKERS = {"guarded_take": check_guarded_take, "one_statement": check_one_statement}
@@ -181,6 +198,12 @@ WRONG = {
         {"claim": ONE_ANSWER.replace("RETURNING id", "")},
         # the look and the write split again: a claim that is two statements is not one
         {"claim": TAKE_ANSWER},
+        # only queued rows, but the newest first
+        {"claim": ONE_ANSWER.replace("MIN(id)", "MAX(id)")},
+        # the newest row, queued or not: the same job again and again
+        {"claim": ONE_START.replace("MIN(id)", "MAX(id)")},
+        # a row that is not queued
+        {"claim": ONE_ANSWER.replace("state = 'queued'", "state = 'running'")},
     ],
 }
 

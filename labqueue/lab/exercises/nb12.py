@@ -160,6 +160,23 @@ def mini_chaos(queue_class: type[JobQueue] = JobQueue, folder: Path | None = Non
 
 # -- the exercise -------------------------------------------------------------------------------
 
+# Why a variant's run keeps the invariant a learner named (variant, its number): what the
+# variant leaves working, never which invariant it breaks.
+KEPT = {
+    ("A", 1): "A still makes the job dead, which finishes it; nothing is left running",
+    ("A", 2): "A changes fail(), not complete(): the token still refuses a second completion",
+    ("A", 4): "A's claim still counts attempts and retires a job at max_attempts",
+    ("B", 1): "an unfenced complete() still finishes every job it is called on",
+    ("B", 3): "B changes complete(), not fail(): a dead job keeps its error",
+    ("B", 4): "B's claim still counts attempts and retires a job at max_attempts",
+    ("C", 2): "C never hands a running job to a second worker, so no two holders can both complete it",
+    ("C", 3): "C's failures go through fail() as before, error and all",
+    (
+        "C",
+        4,
+    ): "C never takes a job back from a worker, so no job is attempted too often: too seldom, if anything",
+}
+
 
 def check_invariants(answers: object) -> Verdict:
     """`answers` maps each variant ("A", "B", "C") to the number (1 to 4) of the invariant
@@ -176,17 +193,18 @@ def check_invariants(answers: object) -> Verdict:
         return not_yet(
             f"the real queue broke {reference.broken}: the mini run is not working\n{reference.report()}"
         )
-    wrong = []
+    wrong: dict[str, str] = {}
     for name, variant in VARIANTS.items():
-        run = mini_chaos(variant)
         said = INVARIANTS[answers[name] - 1]
-        if said not in run.broken:
-            wrong.append(f"{name}: its run kept '{said}'")
+        if said not in mini_chaos(variant).broken:
+            why = KEPT.get((name, answers[name]))
+            wrong[name] = f"{name}: its run kept '{said}'" + (f" ({why})" if why else "")
     if wrong:
+        first = next(iter(wrong))
         return not_yet(
-            f"{len(wrong)} of {len(VARIANTS)} not yet ({'; '.join(wrong)}). Read that variant's source "
-            "again, "
-            "or run print(nb12.mini_chaos(nb12.VARIANTS['A']).report()) to see the run."
+            f"{len(wrong)} of {len(VARIANTS)} not yet: {'; '.join(wrong.values())}. Read the source of "
+            f"{' and '.join(wrong)} again, or run print(nb12.mini_chaos(nb12.VARIANTS[{first!r}]).report()) "
+            "to see its run."
         )
     return passed(
         "each variant breaks exactly the invariant you named, and the real queue keeps all four. "
@@ -199,12 +217,10 @@ def check_invariants(answers: object) -> Verdict:
 CHECKERS = {"invariants": check_invariants}
 STARTERS = {"invariants": {"answers": {"A": None, "B": None, "C": None}}}
 ANSWERS = {"invariants": {"answers": {"A": 3, "B": 2, "C": 1}}}
+# Every wrong answer: each variant given each invariant it keeps, the others right.
 WRONG = {
     "invariants": [
-        {
-            "answers": {"A": 3, "B": 2, "C": 4}
-        },  # C never attempts a job more than allowed: it never retries at all
-        {"answers": {"A": 1, "B": 2, "C": 1}},
+        {"answers": {**ANSWERS["invariants"]["answers"], variant: number}} for variant, number in sorted(KEPT)
     ],
 }
 
