@@ -143,3 +143,51 @@ def test_a_standalone_worker_s_watchdog_kills_it_and_records_the_time_out(locati
         lambda: not watchdogs[0].is_running() or watchdogs[0].status() == psutil.STATUS_ZOMBIE, timeout=10
     )
     assert f"job {job_id} ran past its time limit" in stderr
+
+
+CANCEL_APP = "cancel_aware_jobs"
+CANCEL_SOURCE = """
+import time
+from pathlib import Path
+
+import labqueue
+from labqueue import handler
+
+
+@handler("patient")
+def patient(job, q):
+    folder = Path(job.payload["folder"])
+    (folder / "started").touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if labqueue.cancelled(job):
+            (folder / "saw-cancel").write_text(str(time.monotonic()))
+            return None
+        time.sleep(0.05)
+    return None
+"""
+
+
+@pytest.mark.slow
+def test_a_real_worker_tells_its_running_handler_that_its_job_was_cancelled(tmp_path, monkeypatch):
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / f"{CANCEL_APP}.py").write_text(textwrap.dedent(CANCEL_SOURCE))
+    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    path = str(tmp_path / "jobs.db")
+    lease = 1.5
+    with open_queue(path) as q:
+        job_id = q.enqueue("patient", {"folder": str(tmp_path)})
+    with WorkerPool(path, 1, lease_seconds=lease, idle_exit=None, handlers=[CANCEL_APP]) as pool:
+        pool.fill()
+        wait_for(lambda: (tmp_path / "started").exists(), timeout=30)
+        with open_queue(path) as q:
+            assert q.cancel(job_id) == "running"
+        cancelled_at = time.monotonic()
+        wait_for(lambda: (tmp_path / "saw-cancel").exists(), timeout=30)
+        seen = float((tmp_path / "saw-cancel").read_text())
+        assert pool.alive() == 1  # a handler that stops when told keeps its worker
+    assert job_of(path, job_id).state == "cancelled"
+    # the worker learns it at its next renewal: a third of the lease after the first, a sixth in
+    assert seen - cancelled_at < lease / 3 + lease / 6 + 5  # (and slack for a loaded machine)
