@@ -165,11 +165,16 @@ def tutorial_loop(limit: int) -> Callable[[TutorialStatements, str], list[int]]:
 # The tutorial's queue on its own table (schema version 1: no priority, and the states
 # CHECK an IN list), its statements as its step 2 writes them: the retire keeps the first
 # error it finds, and the claim takes the oldest ready jobs by (visible_at, id). Its
-# complete is labqueue's COMPLETE, word for word.
+# complete is the fenced UPDATE on the token (labqueue's COMPLETE adds the deadline test for
+# jobs with a concurrency key, a column the tutorial's table does not have).
 TUTORIAL_RETIRE = """
 UPDATE jobs SET state = 'dead', lease_token = NULL, finished_at = ?,
        last_error = COALESCE(last_error, 'lease expired on the last attempt')
  WHERE state = 'running' AND attempts >= max_attempts AND visible_at <= ?
+"""
+TUTORIAL_COMPLETE = """
+UPDATE jobs SET state = 'done', finished_at = ?, lease_token = NULL
+ WHERE id = ? AND lease_token = ? AND state = 'running'
 """
 TUTORIAL_CLAIM = """
 UPDATE jobs
@@ -234,7 +239,7 @@ class TutorialCode:
 
     def complete(self, job: TutorialJob) -> bool:
         with self._tx() as db:
-            if db.execute(sql.COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount != 1:
+            if db.execute(TUTORIAL_COMPLETE, (self.clock(), job.id, job.lease_token)).rowcount != 1:
                 return False
         return True
 
