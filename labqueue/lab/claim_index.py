@@ -122,8 +122,17 @@ def plan(db: sqlite3.Connection, statement: str) -> str:
     every parameter is bound to 1.0, which no plan depends on."""
     named = re.findall(r":(\w+)", statement)
     params: dict[str, float] | tuple[float, ...]
-    params = dict.fromkeys(named, 1.0) if named else (1.0,) * statement.count("?")
+    params = dict.fromkeys(named, 1.0) if named else (1.0,) * positional_count(statement)
     return " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + statement, params))
+
+
+def positional_count(statement: str) -> int:
+    """How many values a statement's `?` parameters take, as SQLite numbers them: a plain
+    `?` the next number, `?N` the number N (COMPLETE reuses ?1, the time)."""
+    count = 0
+    for digits in re.findall(r"\?(\d*)", statement):
+        count = max(count, int(digits)) if digits else count + 1
+    return count
 
 
 def scans_table(plan_text: str) -> bool:

@@ -276,16 +276,17 @@ SCOPES = {
 
 # A job whose concurrency key has room (drivers/sqlite/sql.py's KEY_FREE): no key, or
 # fewer running jobs with a live lease than its own limit and than the strictest limit
-# among them, counted through jobs_key_held. Concurrent claims count only what is
-# committed, so two may both pass: the queue counts again with the keys locked and gives
-# back what is over (core.within_limits).
+# among them (LEAST ignores the NULL of a key that runs nothing), counted through
+# jobs_key_held. Concurrent claims count only what is committed, so two may both pass:
+# the queue counts again with the keys locked and gives back what is over
+# (core.within_limits).
 KEY_FREE = f"""(concurrency_key IS NULL
                    OR (SELECT COUNT(*) < LEAST(jobs.concurrency_limit,
-                                               COALESCE(MIN(held.concurrency_limit), jobs.concurrency_limit))
-                         FROM jobs AS held
-                        WHERE held.concurrency_key = jobs.concurrency_key
-                          AND held.state = 'running'
-                          AND held.visible_at > {NOW}))"""
+                                               MIN(held.concurrency_limit))
+                     FROM jobs AS held
+                     WHERE held.concurrency_key = jobs.concurrency_key
+                       AND held.state = 'running'
+                       AND held.visible_at > {NOW}))"""
 
 # For a keyed job the deadline is part of the fence (drivers/sqlite/sql.py's LEASE_LIVE):
 # once it has passed, its holder can no longer renew, complete or fail it.

@@ -319,7 +319,8 @@ CLAIM_ORDER = "priority DESC, visible_at, id"
 # rest back, core.within_limits.)
 KEY_FREE = """(concurrency_key IS NULL
                    OR (SELECT COUNT(*) < jobs.concurrency_limit
-                              AND (COUNT(*) = 0 OR COUNT(*) < MIN(held.concurrency_limit))
+                          AND (COUNT(*) = 0
+                               OR COUNT(*) < MIN(held.concurrency_limit))
                          FROM jobs AS held
                         WHERE held.concurrency_key = jobs.concurrency_key
                           AND held.state = 'running'
@@ -500,9 +501,9 @@ SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(paylo
 # lost had taken (core.Queue.settle, again=True). Through jobs_ready's live rows; the
 # rare path only.
 _BY_TOKEN = """
-  FROM jobs
+  FROM jobs INDEXED BY jobs_ready
  WHERE state IN ('queued', 'running') AND state = 'running' AND lease_token = :token
- ORDER BY id
+ ORDER BY +id
 """
 CLAIMED_BY_TOKEN = (
     "SELECT id, kind, payload, attempts, max_attempts, lease_token, visible_at,"
