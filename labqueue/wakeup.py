@@ -21,6 +21,11 @@ timeout and notify() sends nothing. That happens without AF_UNIX datagram socket
 be created (read-only), is not ours alone (another owner, a symlink, group or world
 access) or refuses a socket (some network and FUSE file systems).
 
+A second folder, ``jobs.db.done/``, works the same way for producers waiting for a job to
+finish (Queue.wait): a worker's settle notifies it once it has finished jobs, after COMMIT,
+and the waiter reads its job again. Nobody waiting, it costs the worker one lstat per
+batch.
+
 Socket paths are limited to about 104 bytes (sun_path: 108 on Linux, 104 on macOS). When
 the folder beside the database would make them longer, the folder is
 ``<tempdir>/labqueue-wake-<uid>-<hash>`` instead, where hash is 16 hex digits of the SHA-256
@@ -47,11 +52,12 @@ from collections.abc import Callable
 from pathlib import Path
 from time import sleep as real_sleep
 
-__all__ = ["SAFETY_POLL", "Waiter", "notify", "wake_folder"]
+__all__ = ["FINISHED_SUFFIX", "SAFETY_POLL", "Waiter", "notify", "wake_folder"]
 
 # How often a worker that can be woken still looks for work on its own.
 SAFETY_POLL = 1.0
 FOLDER_SUFFIX = ".wake"
+FINISHED_SUFFIX = ".done"  # the folder of producers waiting for jobs to finish
 SOCKET_SUFFIX = ".sock"
 ID_HEX_DIGITS = 16
 # Longest socket path in bytes: macOS's sun_path holds 104 bytes including the final NUL.
@@ -64,20 +70,22 @@ log = logging.getLogger(__name__)
 _sender: socket.socket | None = None
 
 
-def wake_folder(db_path: str | os.PathLike[str]) -> Path | None:
-    """The folder that holds the sockets of this database's waiting workers, or None
-    where there can be none (a URL, or a temp dir too long for socket paths)."""
+def wake_folder(db_path: str | os.PathLike[str], suffix: str = FOLDER_SUFFIX) -> Path | None:
+    """The folder that holds the sockets of this database's waiting workers (or, with
+    FINISHED_SUFFIX, producers), or None where there can be none (a URL, or a temp dir too
+    long for socket paths)."""
     text = os.fsdecode(os.fspath(db_path))
     if not text or "://" in text or text == ":memory:":
         return None
     real = os.path.realpath(text)
-    beside = real + FOLDER_SUFFIX
+    beside = real + suffix
     if _fits_socket_paths(beside):
         return Path(beside)
     import tempfile  # only for long paths: keeps `import labqueue` light
 
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
-    short = os.path.join(tempfile.gettempdir(), f"labqueue-wake-{_uid()}-{digest}")
+    label = "wake" if suffix == FOLDER_SUFFIX else suffix.strip(".")
+    short = os.path.join(tempfile.gettempdir(), f"labqueue-{label}-{_uid()}-{digest}")
     return Path(short) if _fits_socket_paths(short) else None
 
 
@@ -89,9 +97,13 @@ class Waiter:
     instead, so tests and fake clocks can pass their own."""
 
     def __init__(
-        self, db_path: str | os.PathLike[str], *, sleep: Callable[[float], object] = real_sleep
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        sleep: Callable[[float], object] = real_sleep,
+        suffix: str = FOLDER_SUFFIX,
     ) -> None:
-        self.folder = wake_folder(db_path)
+        self.folder = wake_folder(db_path, suffix)
         self.path: Path | None = None
         self._sleep = sleep
         self._sock: socket.socket | None = None
@@ -198,7 +210,7 @@ class Waiter:
             self.open()
 
 
-def notify(db_path: str | os.PathLike[str]) -> int:
+def notify(db_path: str | os.PathLike[str], suffix: str = FOLDER_SUFFIX) -> int:
     """Tell every waiting worker of this database that a job may be ready. Call it after
     the enqueue's COMMIT, never inside the transaction. Returns how many live sockets
     took (or already held) a hint. Never raises, never blocks; without the folder it
@@ -206,7 +218,7 @@ def notify(db_path: str | os.PathLike[str]) -> int:
     if AF_UNIX is None:
         return 0
     try:
-        folder = _folder_of(os.path.abspath(db_path))
+        folder = _folder_of(os.path.abspath(db_path), suffix)
         if folder is None or not _is_private_folder(folder):
             return 0
         with os.scandir(folder) as entries:
@@ -234,9 +246,9 @@ def _hint(sender: socket.socket, path: str) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _folder_of(absolute_path: str) -> Path | None:
+def _folder_of(absolute_path: str, suffix: str = FOLDER_SUFFIX) -> Path | None:
     """wake_folder(), resolved once per path per process: producers call it per enqueue."""
-    return wake_folder(absolute_path)
+    return wake_folder(absolute_path, suffix)
 
 
 def _sending_socket() -> socket.socket:

@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ... import validate
 from ...core import (
+    RESULT_POLL,
     Claim,
     Clock,
     Effect,
@@ -267,6 +268,18 @@ class PgDriver:
         """A wait here ends within its timeout: a signal handler must not use the
         connection the wait is reading."""
 
+    def hint_finished(self) -> None:
+        """No hint: a NOTIFY would cost every settle a statement (inside the one-call
+        function, a new version of it); producers waiting for a job poll instead."""
+
+    def wait_for_finished(self, timeout: float, look: Callable[[], bool]) -> bool:
+        """look(), and if it says no, sleep (at most `timeout`, and at most RESULT_POLL)
+        and look again."""
+        if look():
+            return True
+        time.sleep(min(timeout, RESULT_POLL))
+        return look()
+
     # -- claiming and reporting ----------------------------------------------------
 
     def ready(self, scope: Scope, now: float | None) -> bool:
@@ -334,10 +347,9 @@ class PgDriver:
             sql.BURY, {"now": now, "reason": reason.replace("\x00", "\\x00"), "id": job_id, "token": token}
         )
 
-    def complete(self, job: Job, now: float | None) -> bool:
-        return (
-            self.db.execute(sql.COMPLETE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
-        )
+    def complete(self, job: Job, now: float | None, result: str | None = None) -> bool:
+        params = {"now": now, "id": job.id, "token": job.lease_token, "result": result}
+        return self.db.execute(sql.COMPLETE, params).rowcount == 1
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         params = {"now": now, "ids": ids, "token": token}
@@ -380,8 +392,10 @@ class PgDriver:
         params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
         return self.db.execute(sql.PUT_BACK, params).rowcount == 1
 
-    def note_crash(self, worker: str, message: str, running: int | None, running_message: str) -> list[int]:
-        params = {"worker": worker, "message": message, "running": running}
+    def note_crash(
+        self, worker: str, message: str, running: int | None, running_message: str, now: float | None = None
+    ) -> list[int]:
+        params = {"worker": worker, "message": message, "running": running, "now": now}
         params["running_message"] = running_message
         return [row[0] for row in self.db.execute(sql.NOTE_CRASH, params).fetchall()]
 

@@ -1,7 +1,7 @@
 """The queue's schema on PostgreSQL: its name, its creation (one process at a time), the
 checks that refuse a `jobs` table that is not labqueue's, and the migrations of older
-queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5, MIGRATE_DEDUPE,
-SETTLE). The connection is the driver's.
+queues (the SQL is sql.py's: SCHEMA, MIGRATE_V2, PAUSES, MIGRATE_V5, MIGRATE_V6,
+MIGRATE_DEDUPE, SETTLE). The connection is the driver's.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def open_schema(db: psycopg.Connection, schema: str, url: str, *, create: bool) 
             db.execute(sql.MIGRATE_V2)
         if columns and "concurrency_key" not in columns:  # before version 5: the key columns added
             db.execute(sql.MIGRATE_V5)
+        if columns and "attempt_log" not in columns:  # before version 6: results and attempts
+            db.execute(sql.MIGRATE_V6)
         if columns and not found.dedupe_index:
             db.execute(sql.MIGRATE_DEDUPE)  # the dedupe keys' partial unique index, for the constraint
         if not found.pauses:
@@ -122,6 +124,8 @@ def _check_table(db: psycopg.Connection, schema: str, url: str, columns: dict[st
         expected.pop("queue"), expected.pop("priority")
     if "concurrency_key" not in columns and "concurrency_limit" not in columns:  # before version 5: likewise
         expected.pop("concurrency_key"), expected.pop("concurrency_limit")
+    if not {"started_at", "result", "attempt_log"} & set(columns):  # before version 6: likewise
+        expected.pop("started_at"), expected.pop("result"), expected.pop("attempt_log")
     missing = [name for name in expected if name not in columns]
     problems = [f"missing columns: {', '.join(missing)}"] if missing else []
     for name, (kind, required) in expected.items():

@@ -39,7 +39,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority     INTEGER          NOT NULL DEFAULT 0,
     queue        TEXT             NOT NULL DEFAULT 'default',
     concurrency_key   TEXT,
-    concurrency_limit INTEGER
+    concurrency_limit INTEGER,
+    started_at        DOUBLE PRECISION,
+    result            TEXT,
+    attempt_log       TEXT
 );
 """
 
@@ -114,7 +117,26 @@ ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_dedupe_key_key;
 """
 )
 
-SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
+# Schema version 6 (drivers/sqlite/sql.py's RESULTS): when the current attempt's claim
+# leased the job, its return value as JSON text, and its ended attempts as a JSON array
+# (TEXT, as on SQLite; appended through jsonb). Nullable columns added last: a worker of
+# an older labqueue runs beside them.
+ARCHIVE_RESULT_COLUMNS = """
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS worker TEXT;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS started_at DOUBLE PRECISION;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS result TEXT;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS attempt_log TEXT;
+"""
+MIGRATE_V6 = (
+    """
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS started_at DOUBLE PRECISION;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS result TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS attempt_log TEXT;
+"""
+    + ARCHIVE_RESULT_COLUMNS
+)
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + ARCHIVE_RESULT_COLUMNS + PAUSES
 
 # Schema version 2 (as on SQLite): priority, a named queue, the 'cancelled' state. A
 # queue made before it (its table lacks `queue`) is upgraded in place when opened, under
@@ -176,6 +198,9 @@ COLUMN_TYPES = {
     "queue": ("text", True),
     "concurrency_key": ("text", False),
     "concurrency_limit": ("integer", False),
+    "started_at": ("double precision", False),
+    "result": ("text", False),
+    "attempt_log": ("text", False),
 }
 
 # The schema's name is an identifier, not a value: queue.py fills {schema} with
@@ -201,7 +226,9 @@ SET_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', 
 
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 
-COLUMN_LIST = V1_COLUMNS + ", priority, queue, concurrency_key, concurrency_limit"
+COLUMN_LIST = (
+    V1_COLUMNS + ", priority, queue, concurrency_key, concurrency_limit, started_at, result, attempt_log"
+)
 
 # WHERE NOT EXISTS spares the identity a number when the key is already stored (as in
 # SQLite, ids then stay 1, 2, 3 ...); ON CONFLICT still decides a race between two producers.
@@ -258,12 +285,41 @@ KEY_FREE = f"""(concurrency_key IS NULL
 # once it has passed, its holder can no longer renew, complete or fail it.
 LEASE_LIVE = f"(concurrency_key IS NULL OR visible_at > {NOW})"
 
+
+# -- the attempt log (drivers/sqlite/sql.py's logged, NOTED, lease_lost) -----------------
+def logged(
+    finished: str, outcome: str, error_class: str = "NULL", message: str = "NULL", trace: str = "NULL"
+) -> str:
+    """attempt_log with one attempt appended (each argument an SQL expression)."""
+    return (
+        "(COALESCE(jobs.attempt_log, '[]')::jsonb || jsonb_build_array(jsonb_build_object("
+        "'attempt', jobs.attempts, 'worker', jobs.worker, 'started_at', jobs.started_at, "
+        f"'finished_at', {finished}, 'outcome', {outcome}::text, "
+        f"'exception_class_path', {error_class}::text, 'message', {message}::text, "
+        f"'traceback', {trace}::text)))::text"
+    )
+
+
+NOTED = (
+    "(jobs.attempt_log::jsonb -> -1 ->> 'outcome') = 'lease lost'"
+    " AND (jobs.attempt_log::jsonb -> -1 ->> 'attempt')::bigint = jobs.attempts"
+)
+
+
+def lease_lost(message: str = "NULL") -> str:
+    """attempt_log with a running row's lost lease appended (NOTED: unless logged already)."""
+    entry = logged("jobs.visible_at", "'lease lost'", message=message)
+    kept = f"jobs.state <> 'running' OR COALESCE({NOTED}, false)"
+    return f"CASE WHEN {kept} THEN jobs.attempt_log ELSE {entry} END"
+
+
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
 # `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
 _RETIRE = f"""UPDATE jobs
    SET state = 'dead', lease_token = NULL, finished_at = {NOW},
        last_error = CASE WHEN last_error IS NULL THEN %(reason)s
-                         ELSE %(reason)s || '; previous error: ' || last_error END
+                         ELSE %(reason)s || '; previous error: ' || last_error END,
+       attempt_log = {lease_lost("%(reason)s")}
  WHERE id IN (SELECT id FROM jobs
                WHERE {EXHAUSTED} AND visible_at <= {NOW}
                  FOR UPDATE SKIP LOCKED)"""
@@ -289,7 +345,8 @@ RETURNING id
 ), claimed AS (
     UPDATE jobs
        SET state = 'running', attempts = jobs.attempts + 1,
-           visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
+           visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
+           started_at = {NOW}, attempt_log = {lease_lost()}
       FROM locked
      WHERE jobs.id = locked.id
     RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at,
@@ -327,7 +384,8 @@ BATCH_LOOK_IN = {name: _BATCH_LOOK.format(scope=scope) for name, scope in SCOPES
 CLAIM_IDS = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
-       visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
+       visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
+       started_at = {NOW}, attempt_log = {lease_lost()}
  WHERE id = ANY(%(ids)s::bigint[])
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
           concurrency_key, concurrency_limit
@@ -397,7 +455,7 @@ NEXT_DUE_IN = {
 # The fence: the token must still be the job's, not just the state 'running'.
 COMPLETE = f"""
 UPDATE jobs
-   SET state = 'done', finished_at = {NOW}, lease_token = NULL
+   SET state = 'done', finished_at = {NOW}, lease_token = NULL, result = %(result)s
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
@@ -426,7 +484,8 @@ UPDATE jobs
                           ELSE {NOW} + %(delay)s END,
        finished_at = CASE WHEN %(final)s OR attempts >= max_attempts THEN {NOW} END,
        lease_token = NULL,
-       last_error  = %(error)s
+       last_error  = %(error)s,
+       attempt_log = {logged(NOW, "%(outcome)s", "%(error_class)s", "%(message)s", "%(traceback)s")}
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 RETURNING state
 """
@@ -436,7 +495,7 @@ RETURNING state
 RELEASE = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = {NOW},
-       lease_token = NULL, worker = NULL
+       lease_token = NULL, worker = NULL, attempt_log = {logged(NOW, "'given back'")}
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
 
@@ -513,7 +572,8 @@ JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s"
 JOB_STATE_LOCKED = JOB_STATE + " FOR UPDATE"
 CANCEL = f"""
 UPDATE jobs
-   SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL
+   SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL,
+       attempt_log = CASE WHEN state = 'running' THEN {logged(NOW, "'cancelled'")} ELSE attempt_log END
  WHERE id = %(id)s AND state IN ('queued', 'running')
 """
 
@@ -530,12 +590,15 @@ PURGE_MOVE = f"""
 WITH moved AS (
     DELETE FROM jobs{PURGE_WHERE}
     RETURNING id, kind, payload, state, attempts, max_attempts, last_error,
-              dedupe_key, created_at, finished_at, priority, queue
+              dedupe_key, created_at, finished_at, priority, queue,
+              worker, started_at, result, attempt_log
 ), archived AS (
     INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
-                              dedupe_key, created_at, finished_at, priority, queue, archived_at)
+                              dedupe_key, created_at, finished_at, priority, queue, archived_at,
+                              worker, started_at, result, attempt_log)
     SELECT id, kind, payload, state, attempts, max_attempts, last_error,
-           dedupe_key, created_at, finished_at, priority, queue, {NOW}
+           dedupe_key, created_at, finished_at, priority, queue, {NOW},
+           worker, started_at, result, attempt_log
       FROM moved
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
@@ -565,13 +628,16 @@ PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
 PUT_BACK = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = {NOW} + %(delay)s,
-       lease_token = NULL, worker = NULL, last_error = %(note)s
+       lease_token = NULL, worker = NULL, last_error = %(note)s,
+       attempt_log = {logged(NOW, "'given back'", message="%(note)s")}
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
-NOTE_CRASH = """
+_NOTE = "CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text ELSE %(message)s::text END"
+NOTE_CRASH = f"""
 UPDATE jobs
-   SET last_error = CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text
-                         ELSE %(message)s::text END
+   SET last_error = {_NOTE},
+       attempt_log = CASE WHEN COALESCE({NOTED}, false) THEN attempt_log
+                          ELSE {logged(NOW, "'lease lost'", message=_NOTE)} END
  WHERE state = 'running' AND worker = %(worker)s
 RETURNING id
 """
@@ -625,7 +691,7 @@ READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # answer). Failures and effects still take the transaction path: a failure's backoff and
 # an effect are the worker's Python. The name carries the function's version: a change to
 # its body is a new name, installed when a queue of the old one is opened.
-SETTLE_FUNCTION = "labqueue_settle_2"
+SETTLE_FUNCTION = "labqueue_settle_3"  # 3: the claim writes started_at and logs a lost lease
 SETTLE_ARGUMENTS = (
     "bigint[], text[], double precision, text, text, text[], text[], integer,"
     " double precision, text, text, text"
