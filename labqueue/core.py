@@ -1209,7 +1209,9 @@ class Queue:
             if earlier is not None:
                 return earlier
         one_call = getattr(self._d, "settle_in_one_call", None)
-        if one_call is not None and all(_plain(r) for r in finished):
+        if one_call is not None and all(
+            r.error is None and r.effect is None and r.result is None for r in finished
+        ):
             now = self._now()
             claim = None if scope is None else self._claim_params(claim_for or "", limit, scope, claim_token)
             pairs = [(report.job.id, report.job.lease_token) for report in finished]
@@ -1225,7 +1227,9 @@ class Queue:
             now = self._now()
             done = self._complete_plain(finished, now)
             outcomes = [
-                self._plain_outcome(r.job, done, again) if _plain(r) else self._settle_one(r, now, again)
+                self._plain_outcome(r.job, done, again)
+                if r.error is None and r.effect is None and r.result is None
+                else self._settle_one(r, now, again)
                 for r in finished
             ]
             if scope is not None:
@@ -1276,8 +1280,8 @@ class Queue:
         claim gives all its jobs one token): the ids still ours, now done. A job reported
         twice is done once; its second report finds it no longer ours."""
         by_token: dict[str, list[int]] = {}
-        for report in finished:
-            if _plain(report):
+        for report in finished:  # a plain completion: no error, no effect, no value
+            if report.error is None and report.effect is None and report.result is None:
                 by_token.setdefault(report.job.lease_token, []).append(report.job.id)
         done: set[int] = set()
         for token, ids in by_token.items():
@@ -1675,11 +1679,6 @@ class Queue:
 
 
 # -- the rules, as functions both the queue and its drivers use ---------------------------
-
-
-def _plain(report: Finished) -> bool:
-    """A plain completion: no error, no effect, no value (what the one-call settle takes)."""
-    return report.error is None and report.effect is None and report.result is None
 
 
 def settings(

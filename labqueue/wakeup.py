@@ -23,8 +23,8 @@ access) or refuses a socket (some network and FUSE file systems).
 
 A second folder, ``jobs.db.done/``, works the same way for producers waiting for a job to
 finish (Queue.wait): a worker's settle notifies it once it has finished jobs, after COMMIT,
-and the waiter reads its job again. Nobody waiting, it costs the worker one lstat per
-batch.
+and the waiter reads its job again (FolderHints). While nobody waits, it costs the worker
+one access() call per batch.
 
 Socket paths are limited to about 104 bytes (sun_path: 108 on Linux, 104 on macOS). When
 the folder beside the database would make them longer, the folder is
@@ -48,11 +48,12 @@ import os
 import secrets
 import socket
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from time import sleep as real_sleep
 
-__all__ = ["FINISHED_SUFFIX", "SAFETY_POLL", "Waiter", "notify", "wake_folder"]
+__all__ = ["FINISHED_SUFFIX", "SAFETY_POLL", "FolderHints", "Waiter", "notify", "wake_folder"]
 
 # How often a worker that can be woken still looks for work on its own.
 SAFETY_POLL = 1.0
@@ -227,6 +228,42 @@ def notify(db_path: str | os.PathLike[str], suffix: str = FOLDER_SUFFIX) -> int:
     except OSError:
         return 0
     return sum(_hint(sender, path) for path in paths)
+
+
+class FolderHints:
+    """notify() for one folder resolved once (wake_folder), for a caller that hints after
+    every batch: a worker telling producers waiting for jobs (FINISHED_SUFFIX) that some
+    finished. While nobody has waited on this machine there is no folder, and a hint costs
+    one access() call; a folder whose last scan found no socket is not scanned again until
+    it changes (a socket bound or removed changes its mtime)."""
+
+    __slots__ = ("_empty", "folder")
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = "" if folder is None or AF_UNIX is None else str(folder)
+        self._empty: int | None = None  # the folder's mtime when a scan found no socket
+
+    def notify(self) -> int:
+        """Hint every waiter in the folder; returns how many took it. Never raises."""
+        folder = self.folder
+        if not folder or not os.access(folder, os.F_OK):
+            return 0
+        try:
+            changed = os.stat(folder).st_mtime_ns
+            if changed == self._empty:
+                return 0
+            with os.scandir(folder) as entries:
+                paths = [entry.path for entry in entries if entry.name.endswith(SOCKET_SUFFIX)]
+            # A folder changed within the last second may change again within the same tick
+            # of its file system's clock (a socket bound just after this scan): scan it again.
+            settled = changed < time.time_ns() - 1_000_000_000
+            self._empty = changed if settled and not paths else None
+            if not paths or not _is_private_folder(Path(folder)):
+                return 0
+            sender = _sending_socket()
+        except OSError:
+            return 0
+        return sum(_hint(sender, path) for path in paths)
 
 
 def _hint(sender: socket.socket, path: str) -> int:

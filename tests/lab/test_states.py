@@ -78,7 +78,8 @@ RUNS = {
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
     "CLAIM_IDS": [_once(sql.claim_ids(16), (NOW + 30, "new", "w", NOW, *range(1, 17)))],
     "CLAIM_ID_RUN": [_once(sql.CLAIM_ID_RUN, (NOW + 30, "new", "w", NOW, 1, 16))],
-    "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok", None))],
+    "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok"))],
+    "COMPLETE_RESULT": [_each_row(sql.COMPLETE_RESULT, lambda i: (NOW, i, "tok", '"value"'))],
     "FAIL": [
         _each_row(
             sql.FAIL,

@@ -85,6 +85,7 @@ class SqliteDriver:
         self.wake_enabled = wake  # notify idle workers after an enqueue, and wait for hints when idle
         self._waiter: wakeup.Waiter | None = None
         self._finish_waiter: wakeup.Waiter | None = None
+        self._finished = wakeup.FolderHints(None)  # producers waiting for jobs (set once the path is known)
         self.path = Path(validate.db_path(path))
         self.where = str(self.path)
         check_is_sqlite_file(self.path)
@@ -94,6 +95,8 @@ class SqliteDriver:
                 "so nothing was created (is the path mistyped?)"
             )
         check_writable(self.path)
+        if wake:
+            self._finished = wakeup.FolderHints(wakeup.wake_folder(self.path, wakeup.FINISHED_SUFFIX))
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
         # transaction from transaction(); a lone read runs in autocommit. The busy timeout
         # is one slice of the timeout: _retry_busy() makes up the rest in Python.
@@ -300,10 +303,9 @@ class SqliteDriver:
 
     def hint_finished(self) -> None:
         """Hint this file's producers waiting for a job (wait_for_finished) that jobs have
-        finished: a datagram each, in a folder of their own (labqueue.wakeup). Nobody
-        waiting, one lstat."""
-        if self.wake_enabled:
-            wakeup.notify(self.path, wakeup.FINISHED_SUFFIX)
+        finished: a datagram each, in a folder of their own (labqueue.wakeup.FolderHints).
+        Nobody waiting, one access() call."""
+        self._finished.notify()
 
     def wait_for_finished(self, timeout: float, look: Callable[[], bool]) -> bool:
         """look(), and if it says no, wait for a worker's hint (at most `timeout`, and at
@@ -417,7 +419,9 @@ class SqliteDriver:
         self._hot.execute(sql.BURY, {"now": now, "reason": reason, "id": job_id, "token": token})
 
     def complete(self, job: Job, now: float | None, result: str | None = None) -> bool:
-        return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token, result)).rowcount == 1
+        if result is None:
+            return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
+        return self._hot.execute(sql.COMPLETE_RESULT, (now, job.id, job.lease_token, result)).rowcount == 1
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         done: list[int] = []

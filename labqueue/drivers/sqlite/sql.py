@@ -594,9 +594,12 @@ UPDATE jobs
 
 COMPLETE = f"""
 UPDATE jobs
-   SET state = 'done', finished_at = ?1, lease_token = NULL, result = ?4
+   SET state = 'done', finished_at = ?1, lease_token = NULL
  WHERE id = ?2 AND lease_token = ?3 AND state = 'running' AND {LEASE_LIVE}
 """
+# A completion with a return value (schema version 6): the value stored with the done
+# state, under the same fence; ?4 is the value as JSON text.
+COMPLETE_RESULT = COMPLETE.replace("lease_token = NULL\n", "lease_token = NULL, result = ?4\n", 1)
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
 # each still fenced by the token; the ids come back for the ones that were still ours.
