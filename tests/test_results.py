@@ -427,3 +427,19 @@ def test_the_dashboard_s_job_page_shows_the_value_and_the_attempts(make_queue, c
     assert response.status == 200
     assert "Result and attempts" in page and "&quot;made it on&quot;: 3" in page
     assert "#1 failed, worker w1" in page and "#3 done, worker w3" in page
+
+
+def test_the_finished_hint_reaches_a_waiter_and_costs_nothing_while_nobody_waits(tmp_path):
+    from labqueue import wakeup
+
+    db = tmp_path / "jobs.db"
+    folder = wakeup.wake_folder(db, wakeup.FINISHED_SUFFIX)
+    hints = wakeup.FolderHints(folder)
+    assert hints.notify() == 0 and not folder.exists()  # a hint never creates the folder
+    with wakeup.Waiter(db, suffix=wakeup.FINISHED_SUFFIX) as waiter:
+        assert waiter.active and waiter.path.parent == folder
+        assert hints.notify() == 1
+        assert waiter.wait(5.0)
+    assert hints.notify() == 0  # the waiter's socket went with it
+    with wakeup.Waiter(db, suffix=wakeup.FINISHED_SUFFIX) as again:
+        assert hints.notify() == 1 and again.wait(5.0)  # a new waiter is found again
