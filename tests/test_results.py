@@ -262,6 +262,15 @@ def test_a_time_out_a_crash_note_a_give_back_and_a_cancel_each_end_an_attempt(ma
     assert q.result(job_id).attempts == 3  # a given-back attempt is not counted
 
 
+def test_a_kind_given_back_for_another_worker_is_no_attempt(make_queue):
+    q = make_queue()
+    job_id = q.enqueue("unknown", {})
+    for _ in range(3):
+        (job,) = q.claim("w1")
+        assert q.put_back([job], 0, "no handler for kind 'unknown' on worker w1") == 1
+    assert q.result(job_id).attempt_log == []  # it waits for a worker that knows its kind, log unchanged
+
+
 def test_a_lease_that_ran_out_on_the_last_attempt_is_logged_when_retired(make_queue, clock):
     q = make_queue(max_attempts=1)
     job_id = q.enqueue("k", {})

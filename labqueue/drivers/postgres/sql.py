@@ -628,8 +628,7 @@ PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
 PUT_BACK = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = {NOW} + %(delay)s,
-       lease_token = NULL, worker = NULL, last_error = %(note)s,
-       attempt_log = {logged(NOW, "'given back'", message="%(note)s")}
+       lease_token = NULL, worker = NULL, last_error = %(note)s
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
 _NOTE = "CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text ELSE %(message)s::text END"

@@ -812,15 +812,15 @@ PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
 
 
 # -- operating a fleet (issue 23) ----------------------------------------------------
-_NOTE_TEXT = f"substr(:note, 1, {MAX_ERROR_CHARS})"
 # A job whose kind this worker has no handler for: given back with its attempt returned,
 # hidden for :delay seconds (so no worker spins on it), and a note of why in last_error.
-# Fenced like RELEASE: only a row this claim still holds.
+# Fenced like RELEASE: only a row this claim still holds. Its attempt log is left alone: the
+# handler never ran, and a job waiting for a worker that knows its kind is given back again
+# and again.
 PUT_BACK = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = :now + :delay,
-       lease_token = NULL, worker = NULL, last_error = substr(:note, 1, {MAX_ERROR_CHARS}),
-       attempt_log = {logged(":now", "'given back'", message=_NOTE_TEXT)}
+       lease_token = NULL, worker = NULL, last_error = substr(:note, 1, {MAX_ERROR_CHARS})
  WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
