@@ -523,9 +523,10 @@ class Driver(Protocol):
     def ready(self, scope: Scope, now: float | None) -> bool: ...
     def next_due(self, scope: Scope) -> float | None: ...
     def claim(self, claim: Claim, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
-    # A driver may also offer settle_in_one_call(done, now, claim): plain completions
-    # ((id, token) pairs) and a batch claim in one statement of its own, returning (ids
-    # completed, claimed rows), or None when it cannot (PostgreSQL's sql.SETTLE).
+    # A driver may also offer settle_in_one_call(done, now, claim[, results]): plain
+    # completions ((id, token) pairs), completions with a value ((id, token, JSON text))
+    # and a batch claim in one statement of its own, returning (ids completed, claimed
+    # rows), or None when it cannot (PostgreSQL's sql.SETTLE).
     # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
     # write lock already does), then their running jobs with a live lease and the strictest
     # limit among them, {key: (n, limit)}, leaving out the rows leased under `token`
@@ -1209,13 +1210,18 @@ class Queue:
             if earlier is not None:
                 return earlier
         one_call = getattr(self._d, "settle_in_one_call", None)
-        if one_call is not None and all(
-            r.error is None and r.effect is None and r.result is None for r in finished
-        ):
+        if one_call is not None and all(r.error is None and r.effect is None for r in finished):
             now = self._now()
             claim = None if scope is None else self._claim_params(claim_for or "", limit, scope, claim_token)
-            pairs = [(report.job.id, report.job.lease_token) for report in finished]
-            settled = self._read(lambda: one_call(pairs, now, claim) if pairs or claim else ([], []))
+            pairs = [(r.job.id, r.job.lease_token) for r in finished if r.result is None]
+            valued = [(r.job.id, r.job.lease_token, r.result) for r in finished if r.result is not None]
+
+            def call() -> tuple[list[int], list[ClaimedRow]] | None:
+                if valued:  # completions with a value: the driver's call takes them too
+                    return one_call(pairs, now, claim, valued)
+                return one_call(pairs, now, claim) if pairs or claim else ([], [])
+
+            settled = self._read(call)
             if settled is not None:
                 done = set(settled[0])
                 outcomes = self._read(lambda: [self._plain_outcome(r.job, done, again) for r in finished])

@@ -383,14 +383,29 @@ def test_a_version_5_file_gains_the_columns_and_its_done_jobs_read_back(tmp_path
 
 
 def test_the_one_call_settle_and_the_transaction_path_store_the_same(make_queue):
-    """A completion with a value takes the transaction path (on PostgreSQL the one-call
-    function takes plain completions only); both paths store the same outcome."""
+    """On PostgreSQL a batch of completions, with values or without, is one call of the
+    settle function; a batch with an effect in it takes the transaction path. Both store
+    the same values (SQLite has the transaction path only)."""
     q = make_queue()
-    ids = [q.enqueue("k", n) for n in range(4)]
-    batch = q.claim_batch("w1", 10)
-    reports = [Finished(job, result=None if job.payload % 2 else json.dumps(job.payload)) for job in batch]
-    assert q.settle(reports)[0] == ["done"] * 4
-    assert [q.result(i).return_value for i in ids] == [0, None, 2, None]
+    ids = [q.enqueue("k", n) for n in range(8)]
+    first = q.claim_batch("w1", 4)
+    second = q.claim_batch("w1", 4)
+
+    def reports(batch, effect=None):
+        made = [Finished(job, result=None if job.payload % 2 else json.dumps(job.payload)) for job in batch]
+        made[-1].effect = effect
+        return made
+
+    one_call, called = getattr(q._d, "settle_in_one_call", None), []
+    if one_call is not None:  # PostgreSQL: see which reports the function was given
+        q._d.settle_in_one_call = lambda *args: called.append(args) or one_call(*args)
+    assert q.settle(reports(first))[0] == ["done"] * 4
+    assert q.settle(reports(second, effect=lambda db: None))[0] == ["done"] * 4
+    assert [q.result(i).return_value for i in ids] == [0, None, 2, None, 4, None, 6, None]
+    if one_call is not None:
+        ((plain, _, _, valued),) = called  # one call, for the first batch only
+        assert [job_id for job_id, _ in plain] == ids[1:4:2]
+        assert [(job_id, value) for job_id, _, value in valued] == [(ids[0], "0"), (ids[2], "2")]
 
 
 # -- reading them: labqueue job, its JSON, the dashboard's job page -----------------------------

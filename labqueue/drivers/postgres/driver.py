@@ -312,15 +312,25 @@ class PgDriver:
         return self.db.execute(sql.CLAIM_IDS, {**params, "ids": ids}).fetchall()
 
     def settle_in_one_call(
-        self, done: Sequence[tuple[int, str]], now: float | None, claim: Claim | None
+        self,
+        done: Sequence[tuple[int, str]],
+        now: float | None,
+        claim: Claim | None,
+        results: Sequence[tuple[int, str, str]] = (),
     ) -> tuple[list[int], list[tuple]] | None:
-        """Plain completions (job id, lease token) and the next batch's claim in one call of
+        """Plain completions (job id, lease token), completions with a return value (job
+        id, lease token, value as JSON text) and the next batch's claim in one call of
         sql.SETTLE: one statement outside a transaction block, so one round trip. Returns
         the ids completed and the claimed rows, or None where the schema lacks the function
         (the queue then takes the transaction path)."""
         if not self.one_call:
             return None
         params = {"done_ids": [job_id for job_id, _ in done], "done_tokens": [token for _, token in done]}
+        params |= {
+            "result_ids": [job_id for job_id, _, _ in results],
+            "result_tokens": [token for _, token, _ in results],
+            "results": [value for _, _, value in results],
+        }
         if claim is None:
             params |= {"now": now, "scope": None, "queue": None, "queues": None, "paused": None, "limit": 0}
             params |= {"lease_seconds": 0.0, "token": None, "worker": None, "reason": None}

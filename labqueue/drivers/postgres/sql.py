@@ -687,13 +687,14 @@ READ_ONLY = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # exhausted lease (or nothing), LOCK_KEYS and HELD when the looked rows have concurrency
 # keys, then CLAIM_IDS. Between them it applies core.within_limits and core.batch_size,
 # rendered in PL/pgSQL (tests/test_pg_settle_function.py holds the two renderings to one
-# answer). Failures and effects still take the transaction path: a failure's backoff and
+# answer). A completion with a return value is COMPLETE, one per job, inside the call.
+# Failures and effects still take the transaction path: a failure's backoff and
 # an effect are the worker's Python. The name carries the function's version: a change to
 # its body is a new name, installed when a queue of the old one is opened.
 SETTLE_FUNCTION = "labqueue_settle_3"  # 3: the claim writes started_at and logs a lost lease
 SETTLE_ARGUMENTS = (
     "bigint[], text[], double precision, text, text, text[], text[], integer,"
-    " double precision, text, text, text"
+    " double precision, text, text, text, bigint[], text[], text[]"
 )
 _FUNCTION_NAMES = {
     NOW: "v_now",
@@ -735,12 +736,20 @@ _CLAIM_STEP = _in_function(CLAIM_IDS).replace("\n", "\n            ")
 _COMPLETE_STEP = _in_function(
     COMPLETE_MANY.replace("%(ids)s", "v_done").replace("%(token)s", "v_token")
 ).replace("\n", "\n            ")
+# A completion with a return value: COMPLETE for the i-th of them, its id read back.
+_COMPLETE_RESULT_STEP = _in_function(
+    (COMPLETE.rstrip() + "\nRETURNING id")
+    .replace("%(id)s", "p_result_ids[i]")
+    .replace("%(token)s", "p_result_tokens[i]")
+    .replace("%(result)s", "p_results[i]")
+).replace("\n", "\n            ")
 
 SETTLE = f"""
 CREATE FUNCTION {SETTLE_FUNCTION}(
     p_done_ids bigint[], p_done_tokens text[], p_now double precision,
     p_scope text, p_queue text, p_queues text[], p_paused text[], p_limit integer,
-    p_lease_seconds double precision, p_token text, p_worker text, p_reason text)
+    p_lease_seconds double precision, p_token text, p_worker text, p_reason text,
+    p_result_ids bigint[], p_result_tokens text[], p_results text[])
 RETURNS TABLE (r_id bigint, r_kind text, r_payload text, r_attempts bigint, r_max_attempts bigint,
                r_lease_token text, r_visible_at double precision, r_key text, r_key_limit integer)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $settle$
@@ -776,6 +785,15 @@ BEGIN
         RETURN QUERY
         WITH done AS (
             {_COMPLETE_STEP}
+        )
+        SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
+               NULL::double precision, NULL::text, NULL::integer FROM done;
+    END LOOP;
+    -- the completions with a return value, each stored under its fence (COMPLETE)
+    FOR i IN 1 .. COALESCE(cardinality(p_result_ids), 0) LOOP
+        RETURN QUERY
+        WITH done AS (
+            {_COMPLETE_RESULT_STEP}
         )
         SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
                NULL::double precision, NULL::text, NULL::integer FROM done;
@@ -851,5 +869,6 @@ SETTLE_CALL = f"""
 SELECT * FROM {SETTLE_FUNCTION}(
     %(done_ids)s::bigint[], %(done_tokens)s::text[], %(now)s::double precision,
     %(scope)s::text, %(queue)s::text, %(queues)s::text[], %(paused)s::text[], %(limit)s::integer,
-    %(lease_seconds)s::double precision, %(token)s::text, %(worker)s::text, %(reason)s::text)
+    %(lease_seconds)s::double precision, %(token)s::text, %(worker)s::text, %(reason)s::text,
+    %(result_ids)s::bigint[], %(result_tokens)s::text[], %(results)s::text[])
 """
