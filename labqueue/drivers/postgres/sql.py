@@ -736,6 +736,11 @@ _CLAIM_STEP = _in_function(CLAIM_IDS).replace("\n", "\n            ")
 _COMPLETE_STEP = _in_function(
     COMPLETE_MANY.replace("%(ids)s", "v_done").replace("%(token)s", "v_token")
 ).replace("\n", "\n            ")
+# The ids a completion step returns, as rows of the function's table without a kind.
+_DONE_ROWS = (
+    "SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,"
+    " NULL::double precision, NULL::text, NULL::integer FROM done;"
+)
 # A completion with a return value: COMPLETE for the i-th of them, its id read back.
 _COMPLETE_RESULT_STEP = _in_function(
     (COMPLETE.rstrip() + "\nRETURNING id")
@@ -786,8 +791,7 @@ BEGIN
         WITH done AS (
             {_COMPLETE_STEP}
         )
-        SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
-               NULL::double precision, NULL::text, NULL::integer FROM done;
+        {_DONE_ROWS}
     END LOOP;
     -- the completions with a return value, each stored under its fence (COMPLETE)
     FOR i IN 1 .. COALESCE(cardinality(p_result_ids), 0) LOOP
@@ -795,8 +799,7 @@ BEGIN
         WITH done AS (
             {_COMPLETE_RESULT_STEP}
         )
-        SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
-               NULL::double precision, NULL::text, NULL::integer FROM done;
+        {_DONE_ROWS}
     END LOOP;
     IF p_scope IS NULL THEN
         RETURN;  -- a report without a claim
