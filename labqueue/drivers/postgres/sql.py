@@ -292,25 +292,27 @@ def logged(
 ) -> str:
     """attempt_log with one attempt appended (each argument an SQL expression)."""
     return (
-        "(COALESCE(jobs.attempt_log, '[]')::jsonb || jsonb_build_array(jsonb_build_object("
-        "'attempt', jobs.attempts, 'worker', jobs.worker, 'started_at', jobs.started_at, "
-        f"'finished_at', {finished}, 'outcome', {outcome}::text, "
-        f"'exception_class_path', {error_class}::text, 'message', {message}::text, "
-        f"'traceback', {trace}::text)))::text"
+        "(COALESCE(jobs.attempt_log, '[]')::jsonb || jsonb_build_array(jsonb_build_object(\n"
+        "           'attempt', jobs.attempts, 'worker', jobs.worker,\n"
+        f"           'started_at', jobs.started_at,\n           'finished_at', {finished},\n"
+        f"           'outcome', {outcome}::text,\n           'exception_class_path', {error_class}::text,\n"
+        f"           'message', {message}::text, 'traceback', {trace}::text)))::text"
     )
 
 
 NOTED = (
-    "(jobs.attempt_log::jsonb -> -1 ->> 'outcome') = 'lease lost'"
-    " AND (jobs.attempt_log::jsonb -> -1 ->> 'attempt')::bigint = jobs.attempts"
+    "(jobs.attempt_log::jsonb -> -1 ->> 'outcome') = 'lease lost'\n"
+    "                AND (jobs.attempt_log::jsonb -> -1 ->> 'attempt')::bigint = jobs.attempts"
 )
 
 
 def lease_lost(message: str = "NULL") -> str:
     """attempt_log with a running row's lost lease appended (NOTED: unless logged already)."""
     entry = logged("jobs.visible_at", "'lease lost'", message=message)
-    kept = f"jobs.state <> 'running' OR COALESCE({NOTED}, false)"
-    return f"CASE WHEN {kept} THEN jobs.attempt_log ELSE {entry} END"
+    return (
+        f"CASE WHEN jobs.state <> 'running'\n            OR COALESCE({NOTED}, false)\n"
+        f"           THEN jobs.attempt_log\n           ELSE {entry} END"
+    )
 
 
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
@@ -346,7 +348,8 @@ RETURNING id
     UPDATE jobs
        SET state = 'running', attempts = jobs.attempts + 1,
            visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
-           started_at = {NOW}, attempt_log = {lease_lost()}
+           started_at = {NOW},
+           attempt_log = {lease_lost()}
       FROM locked
      WHERE jobs.id = locked.id
     RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at,
@@ -385,7 +388,8 @@ CLAIM_IDS = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
        visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
-       started_at = {NOW}, attempt_log = {lease_lost()}
+       started_at = {NOW},
+       attempt_log = {lease_lost()}
  WHERE id = ANY(%(ids)s::bigint[])
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
           concurrency_key, concurrency_limit

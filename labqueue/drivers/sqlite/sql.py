@@ -313,27 +313,32 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 def logged(
     finished: str, outcome: str, error_class: str = "NULL", message: str = "NULL", trace: str = "NULL"
 ) -> str:
-    """attempt_log with one attempt appended (each argument an SQL expression)."""
+    """attempt_log with one attempt appended (each argument an SQL expression), in lines
+    short enough for the course's side-by-side columns."""
     return (
-        "json_insert(COALESCE(jobs.attempt_log, '[]'), '$[#]', json_object("
-        "'attempt', jobs.attempts, 'worker', jobs.worker, 'started_at', jobs.started_at, "
-        f"'finished_at', {finished}, 'outcome', {outcome}, 'exception_class_path', {error_class}, "
-        f"'message', {message}, 'traceback', {trace}))"
+        "json_insert(COALESCE(jobs.attempt_log, '[]'), '$[#]', json_object(\n"
+        "           'attempt', jobs.attempts, 'worker', jobs.worker,\n"
+        f"           'started_at', jobs.started_at, 'finished_at', {finished},\n"
+        f"           'outcome', {outcome}, 'exception_class_path', {error_class},\n"
+        f"           'message', {message}, 'traceback', {trace}))"
     )
 
 
 # A running row's attempt whose lease ran out, logged by whoever takes the job next (a
 # claim) or retires it: unless a supervisor's crash note logged that attempt already.
 NOTED = (
-    "json_extract(jobs.attempt_log, '$[#-1].outcome') = 'lease lost'"
-    " AND json_extract(jobs.attempt_log, '$[#-1].attempt') = jobs.attempts"
+    "json_extract(jobs.attempt_log, '$[#-1].outcome') = 'lease lost'\n"
+    "                AND json_extract(jobs.attempt_log, '$[#-1].attempt') = jobs.attempts"
 )
 
 
 def lease_lost(message: str = "NULL") -> str:
     """attempt_log with a running row's lost lease appended (NOTED: unless logged already)."""
     entry = logged("jobs.visible_at", "'lease lost'", message=message)
-    return f"CASE WHEN jobs.state <> 'running' OR ({NOTED}) THEN jobs.attempt_log ELSE {entry} END"
+    return (
+        f"CASE WHEN jobs.state <> 'running'\n            OR ({NOTED})\n"
+        f"           THEN jobs.attempt_log\n           ELSE {entry} END"
+    )
 
 
 # A retired job's error: the reason, then the error it had before (the newest text
@@ -405,7 +410,8 @@ _CLAIM = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
        visible_at = :lease_end, lease_token = :token, worker = :worker,
-       started_at = :now, attempt_log = {lease_lost()}
+       started_at = :now,
+       attempt_log = {lease_lost()}
  WHERE id IN (SELECT id FROM jobs
                WHERE state IN ('queued', 'running') AND visible_at <= :now{{scope}}
                  AND {{key_free}}
@@ -457,7 +463,8 @@ _READY_ROWS_RAW = _ready_rows(
 _CLAIM_IDS = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?,
-       started_at = ?, attempt_log = {lease_lost()}
+       started_at = ?,
+       attempt_log = {lease_lost()}
  WHERE id IN ({{ids}}) AND state IN ('queued', 'running')
 """
 
@@ -478,7 +485,8 @@ CLAIM_IDS = claim_ids(1)  # its shape, as the course's tables show it
 CLAIM_ID_RUN = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?,
-       started_at = ?, attempt_log = {lease_lost()}
+       started_at = ?,
+       attempt_log = {lease_lost()}
  WHERE id BETWEEN ? AND ? AND state IN ('queued', 'running')
 """
 
