@@ -9,6 +9,7 @@ __version__ = "0.2.0"  # the one place the version is written (pyproject.toml re
 
 from .backends import open_queue
 from .clock import FakeClock
+from .core import Attempt, JobResult, Result
 from .drivers.sqlite.sql import SCHEMA
 from .errors import (
     CannotCancel,
@@ -22,16 +23,19 @@ from .errors import (
     JobNotFound,
     LabqueueError,
     NoHandlers,
+    NoResult,
     NotADatabase,
     PayloadNotSerializable,
     QueueBusy,
     QueueNotFound,
+    ResultNotSerializable,
     SchemaTooNew,
     SchemaTooOld,
     ServerUnreachable,
     SQLiteTooOld,
     StorageFull,
     UnknownJobKind,
+    WaitTimedOut,
 )
 from .handlers import handler
 from .keepalive import KeepAlive
@@ -42,6 +46,7 @@ from .versions import sqlite_report
 
 __all__ = [
     "SCHEMA",
+    "Attempt",
     "CannotCancel",
     "CannotOpen",
     "ConnectionLost",
@@ -55,19 +60,24 @@ __all__ = [
     "JobNotFound",
     "JobQueue",
     "JobRecord",
+    "JobResult",
     "KeepAlive",
     "LabqueueError",
     "NoHandlers",
+    "NoResult",
     "NotADatabase",
     "PayloadNotSerializable",
     "QueueBusy",
     "QueueNotFound",
+    "Result",
+    "ResultNotSerializable",
     "SQLiteTooOld",
     "SchemaTooNew",
     "SchemaTooOld",
     "ServerUnreachable",
     "StorageFull",
     "UnknownJobKind",
+    "WaitTimedOut",
     "cancelled",
     "handler",
     "kill_tree",

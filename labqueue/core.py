@@ -16,6 +16,7 @@ import json
 import math
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -30,9 +31,12 @@ from .errors import (
     InvalidArgument,
     JobNotFound,
     LabqueueError,
+    NoResult,
     PayloadNotSerializable,
     QueueBusy,
+    ResultNotSerializable,
     StorageFull,
+    WaitTimedOut,
 )
 from .redaction import redact
 from .validate import DEFAULT_QUEUE, MAX_CLAIM_LIMIT, STATES
@@ -45,6 +49,17 @@ MAX_PAYLOAD_DEPTH = 100
 LAST_ATTEMPT_EXPIRED = "lease expired on the last attempt"
 # The most steps throughput() counts in (a chart's bars).
 MAX_THROUGHPUT_STEPS = 10_000
+# The longest return value a job keeps, as JSON text (characters): a result is a job's
+# answer (a file name, a count, a small record), not its data.
+MAX_RESULT_CHARS = 65_536
+# The most characters of a failed attempt's traceback a job keeps: its last ones, where
+# the exception was raised.
+MAX_TRACEBACK_CHARS = 4_000
+# How an attempt ended, as a job's attempt log says it ("running": it has not ended).
+OUTCOMES = ("done", "failed", "timed out", "lease lost", "cancelled", "given back", "running")
+# A producer waiting for a job to finish reads it again at least this often: a hint only
+# ends a wait early (labqueue.wakeup), and PostgreSQL has none for it (it polls).
+RESULT_POLL = 0.5
 # How long a queue object trusts its reading of the paused queues: a pause reaches every
 # worker within this many seconds, at the cost of one tiny read each time.
 PAUSES_READ_EVERY = 1.0
@@ -57,12 +72,16 @@ __all__ = [
     "MAX_CLAIM_LIMIT",
     "MAX_ERROR_CHARS",
     "MAX_PAYLOAD_DEPTH",
+    "MAX_RESULT_CHARS",
     "STATES",
+    "Attempt",
     "Finished",
     "Job",
     "JobRecord",
+    "JobResult",
     "Purged",
     "Queue",
+    "Result",
     "new_token",
 ]
 
@@ -106,6 +125,9 @@ class JobRecord:
     queue: str = DEFAULT_QUEUE
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    started_at: float | None = None  # when the current (or last) attempt's claim leased it
+    result: str | None = None  # the return value as JSON text; NULL: None, or none yet
+    attempt_log: str | None = None  # the ended attempts but a done one, a JSON array
 
 
 @dataclass(frozen=True)
@@ -130,6 +152,175 @@ class Finished:
     error: str | None = None
     retry: bool = True
     exception: BaseException | None = field(default=None, compare=False, repr=False)  # for the log
+    result: str | None = None  # the return value as JSON text (result_json); None: it returned None
+
+
+class Result:
+    """What a handler returns to give its job both a return value and an effect:
+    ``return labqueue.Result({"file": name}, effect=lambda db: db.execute(...))``. The
+    value is stored as the job's result and the effect runs in the completing
+    transaction, both under the job's fence. (A handler returning a callable alone
+    returns an effect; any other value is its result.)"""
+
+    __slots__ = ("effect", "value")
+
+    def __init__(self, value: Any = None, *, effect: Effect | None = None) -> None:
+        check_effect(effect)
+        self.value = value
+        self.effect = effect
+
+    def __repr__(self) -> str:
+        return f"Result({self.value!r:.80}, effect={self.effect!r:.60})"
+
+
+def result_json(value: Any) -> str | None:
+    """A return value as the JSON text a job keeps (None for None: a job done without a
+    stored value returned None), or ResultNotSerializable saying why not: the payload's
+    rules (JSON, no NaN, string keys, bounded nesting) and at most MAX_RESULT_CHARS."""
+    if value is None:
+        return None
+    try:
+        text = to_json(value)
+    except PayloadNotSerializable as exc:
+        raise ResultNotSerializable(str(exc).replace("payload", "return value")) from None
+    if len(text) > MAX_RESULT_CHARS:
+        raise ResultNotSerializable(
+            f"the return value is {len(text)} characters as JSON, more than MAX_RESULT_CHARS = "
+            f"{MAX_RESULT_CHARS}: store large output elsewhere and return where it is"
+        )
+    return text
+
+
+def returned_parts(value: Any) -> tuple[Effect | None, Any]:
+    """A handler's return value as (effect, result): a callable is the effect, a Result
+    carries both, anything else is the result."""
+    if value is None:
+        return None, None
+    if type(value) is Result:
+        return value.effect, value.value
+    if callable(value):
+        return value, None
+    return None, value
+
+
+def split_return(value: Any) -> tuple[Effect | None, str | None]:
+    """returned_parts(), the result as the JSON text a job keeps (result_json)."""
+    effect, result = returned_parts(value)
+    return effect, result_json(result)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt at a job, as its attempt log keeps it: its number, the worker that held
+    it, when its claim leased it and when it ended, and how (OUTCOMES). A failed or
+    timed-out attempt keeps its exception's class path, message and traceback (bounded,
+    passwords redacted); the names are Django's TaskError's."""
+
+    attempt: int
+    worker: str | None
+    started_at: float | None
+    finished_at: float | None
+    outcome: str
+    exception_class_path: str | None = None
+    message: str | None = None
+    traceback: str | None = None
+
+
+def attempts_of(record: JobRecord) -> list[Attempt]:
+    """Every attempt of a job, oldest first: the ended ones its log holds, then the one
+    its row describes (the attempt that succeeded, or the one running now), which is never
+    logged: the done attempt costs the worker no write. Entries the log cannot hold as
+    attempts (another program's writing) are left out."""
+    found: list[Attempt] = []
+    try:
+        logged = json.loads(record.attempt_log) if record.attempt_log else []
+    except (TypeError, ValueError):
+        logged = []
+    names = {f.name for f in Attempt.__dataclass_fields__.values()}
+    for entry in logged if isinstance(logged, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("attempt"), int) and entry.get("outcome"):
+            found.append(Attempt(**{k: v for k, v in entry.items() if k in names}))
+    last = found[-1] if found else None
+    this_one_logged = last is not None and last.attempt == record.attempts and last.outcome == "lease lost"
+    if record.state == "done" and record.attempts > 0:
+        found.append(Attempt(record.attempts, record.worker, record.started_at, record.finished_at, "done"))
+    elif record.state == "running" and not this_one_logged:
+        found.append(Attempt(record.attempts, record.worker, record.started_at, None, "running"))
+    return found
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What became of a job (Queue.result): its state, its return value and its attempts.
+    The field names are those of Django's TaskResult, so an adapter maps them one to one:
+    `status` is the job's state, `errors` the attempts that raised, `attempts` how many
+    attempts were made (`attempt_log` has them all), `worker_ids` who ran them."""
+
+    id: int
+    kind: str
+    status: str
+    enqueued_at: float
+    started_at: float | None
+    finished_at: float | None
+    last_attempted_at: float | None
+    attempts: int
+    worker_ids: list[str]
+    errors: list[Attempt]
+    attempt_log: list[Attempt]
+    result_text: str | None = field(repr=False, default=None)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job has reached an end it stays at: done, dead or cancelled."""
+        return self.status in ("done", "dead", "cancelled")
+
+    @property
+    def return_value(self) -> Any:
+        """What the handler returned (None when it returned None). NoResult until the job
+        is done, and for a job that ended dead or cancelled: no value is not None."""
+        if self.status != "done":
+            raise NoResult(f"job {self.id} is {self.status}: it has no return value")
+        return None if self.result_text is None else decode_payload(self.result_text)
+
+
+def job_result(record: JobRecord) -> JobResult:
+    """A stored row as its JobResult."""
+    log = attempts_of(record)
+    return JobResult(
+        id=record.id,
+        kind=record.kind,
+        status=record.state,
+        enqueued_at=record.created_at,
+        started_at=log[0].started_at if log else None,
+        finished_at=record.finished_at,
+        last_attempted_at=log[-1].started_at if log else None,
+        attempts=len([a for a in log if a.outcome != "given back"]),
+        worker_ids=[a.worker for a in log if a.worker is not None],
+        errors=[a for a in log if a.exception_class_path is not None],
+        attempt_log=log,
+        result_text=record.result,
+    )
+
+
+def exception_details(
+    exc: BaseException | None, error: str, *locations: object
+) -> tuple[str | None, str, str | None]:
+    """A failed attempt's (exception class path, message, traceback) for its log entry:
+    the message bounded as last_error is, the traceback's last MAX_TRACEBACK_CHARS
+    characters, both with the passwords of `locations` (the queue's database) redacted.
+    Without an exception (a failure given as text), the text is the message."""
+    if exc is None:
+        return None, stored_error(redact(error, *locations)), None
+    kind = type(exc)
+    path = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        message = str(exc)
+    except Exception:
+        message = error
+    text = "".join(traceback.format_exception(kind, exc, exc.__traceback__))
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "...\n" + text[-MAX_TRACEBACK_CHARS:]
+    return path, stored_error(redact(message, *locations)), stored_error_text(redact(text, *locations))
 
 
 # JSONDecoder.__init__ sets scan_once (the C scanner); typeshed does not declare it
@@ -274,6 +465,10 @@ class Failure(_Params):
     delay: float
     retry_at: float | None
     now: float | None
+    outcome: str = "failed"  # the attempt log's word for it: "failed" or "timed out"
+    error_class: str | None = None
+    message: str | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -328,9 +523,10 @@ class Driver(Protocol):
     def ready(self, scope: Scope, now: float | None) -> bool: ...
     def next_due(self, scope: Scope) -> float | None: ...
     def claim(self, claim: Claim, *, batch: bool) -> list[ClaimedRow]: ...  # (tx)
-    # A driver may also offer settle_in_one_call(done, now, claim): plain completions
-    # ((id, token) pairs) and a batch claim in one statement of its own, returning (ids
-    # completed, claimed rows), or None when it cannot (PostgreSQL's sql.SETTLE).
+    # A driver may also offer settle_in_one_call(done, now, claim[, results]): plain
+    # completions ((id, token) pairs), completions with a value ((id, token, JSON text))
+    # and a batch claim in one statement of its own, returning (ids completed, claimed
+    # rows), or None when it cannot (PostgreSQL's sql.SETTLE).
     # concurrency keys: wait until no other claim counts these keys (PostgreSQL; SQLite's
     # write lock already does), then their running jobs with a live lease and the strictest
     # limit among them, {key: (n, limit)}, leaving out the rows leased under `token`
@@ -339,7 +535,7 @@ class Driver(Protocol):
     def waiting_on_keys(self, now: float | None) -> list[tuple[str, int]]: ...
     def claimed_by(self, token: str) -> list[ClaimedRow]: ...  # the running rows leased under `token`
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None: ...  # (tx)
-    def complete(self, job: Job, now: float | None) -> bool: ...  # (tx)
+    def complete(self, job: Job, now: float | None, result: str | None = None) -> bool: ...  # (tx)
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]: ...  # (tx)
     def run_effect(self, job: Job, effect: Effect) -> None: ...  # (tx)
     def fail(self, failure: Failure) -> Literal["queued", "dead"] | None: ...  # (tx)
@@ -347,7 +543,7 @@ class Driver(Protocol):
     def release(self, job: Job, now: float | None) -> bool: ...  # (tx)
     def put_back(self, job: Job, now: float | None, delay: float, note: str) -> bool: ...  # (tx)
     def note_crash(  # (tx)
-        self, worker: str, message: str, running: int | None, running_message: str
+        self, worker: str, message: str, running: int | None, running_message: str, now: float | None = None
     ) -> list[int]: ...
     def finished_within(self, now: float | None, window: float) -> list[tuple[str, str, int]]: ...
     def longest_waiting(self, now: float | None) -> tuple[int, float] | None: ...
@@ -381,6 +577,10 @@ class Driver(Protocol):
     def paused_names(self) -> list[str]: ...
     def listen(self) -> bool: ...
     def wait_for_jobs(self, timeout: float) -> bool: ...
+    # producers waiting for a job to finish: a hint after a settle that finished jobs (never
+    # raises), and a wait for one, which only sleeps where the driver has no such hint
+    def hint_finished(self) -> None: ...
+    def wait_for_finished(self, timeout: float, look: Callable[[], bool]) -> bool: ...
     def interrupt_wait(self) -> None: ...
     def reconnect(self) -> None: ...
     def close(self) -> None: ...
@@ -807,26 +1007,34 @@ class Queue:
                 return jobs[0]
         return None
 
-    def complete(self, job: Job, effect: Effect | None = None) -> bool:
-        """Mark `job` done if this worker still holds its lease. `effect(db)` runs only
+    def complete(self, job: Job, effect: Effect | None = None, *, result: Any = None) -> bool:
+        """Mark `job` done if this worker still holds its lease, with `result` (JSON, at
+        most MAX_RESULT_CHARS as text) as its return value. `effect(db)` runs only
         once the fence has passed, inside the completing transaction, so its writes are
         saved together with the done state or not saved at all. Returns False, without
-        running the effect, for a stale lease.
+        running the effect or storing the result, for a stale lease.
 
         The effect must leave the transaction to labqueue: one that commits, rolls back
         or begins a transaction is stopped and raises EffectEndedTransaction, with
         everything rolled back."""
         check_job(job)
         check_effect(effect)
+        value = result_json(result)
         with self._tx():
-            if not self._d.complete(job, self._now()):
+            if not self._d.complete(job, self._now(), value):
                 return False
             if effect is not None:
                 self._d.run_effect(job, effect)
         return True
 
     def complete_and_claim(
-        self, job: Job, worker: str, effect: Effect | None = None, *, queues: Sequence[str] | None = None
+        self,
+        job: Job,
+        worker: str,
+        effect: Effect | None = None,
+        *,
+        queues: Sequence[str] | None = None,
+        result: Any = None,
     ) -> tuple[bool, Job | None]:
         """complete(job, effect), then claim_next(worker), in one write transaction.
 
@@ -836,31 +1044,66 @@ class Queue:
         together, and the exception propagates with the job still leased to us."""
         check_job(job)
         check_effect(effect)
+        value = result_json(result)
         self._check_worker(worker)
         scope = self._scope(queues)
         with self._tx():
-            accepted = self._d.complete(job, self._now())
+            accepted = self._d.complete(job, self._now(), value)
             if accepted and effect is not None:
                 self._d.run_effect(job, effect)
             return accepted, self._claim_one(worker, scope)
 
-    def fail(self, job: Job, error: str, *, retry: bool = True) -> Literal["queued", "dead"] | None:
+    def fail(
+        self,
+        job: Job,
+        error: str,
+        *,
+        retry: bool = True,
+        exception: BaseException | None = None,
+        timed_out: bool = False,
+    ) -> Literal["queued", "dead"] | None:
         """Record a failure. Returns "queued" (a retry after full-jitter backoff),
         "dead" (out of attempts, or retry=False), or None for a stale lease. The
         error keeps its first MAX_ERROR_CHARS characters; text UTF-8 cannot encode
-        (a lone surrogate) and NUL are kept as backslash escapes."""
+        (a lone surrogate) and NUL are kept as backslash escapes. The attempt is logged
+        with the job, "failed" ("timed out" with `timed_out`), with the `exception`'s
+        class, message and traceback when given (attempts_of)."""
         check_job(job)
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a string, got {type(error).__name__} {error!r:.80}")
         validate.flag("retry", retry)
+        validate.flag("timed_out", timed_out)
         with self._tx():
-            return self._fail(job, error, retry, self._now())
+            return self._fail(job, error, retry, self._now(), exception, timed_out)
 
-    def _fail(self, job: Job, error: str, retry: bool, now: float | None) -> Literal["queued", "dead"] | None:
-        """The fenced failure inside the caller's transaction: retried after backoff, or dead."""
+    def _fail(
+        self,
+        job: Job,
+        error: str,
+        retry: bool,
+        now: float | None,
+        exception: BaseException | None = None,
+        timed_out: bool = False,
+    ) -> Literal["queued", "dead"] | None:
+        """The fenced failure inside the caller's transaction: retried after backoff, or
+        dead; its attempt logged with it (the same fenced statement)."""
         delay = self.backoff_delay(job.attempts)
         retry_at = None if now is None else now + delay
-        failure = Failure(job.id, job.lease_token, self._stored(error), not retry, delay, retry_at, now)
+        kind, message, trace = exception_details(exception, error, *self._secret_locations)
+        outcome = "timed out" if timed_out else "failed"
+        failure = Failure(
+            job.id,
+            job.lease_token,
+            self._stored(error),
+            not retry,
+            delay,
+            retry_at,
+            now,
+            outcome,
+            kind,
+            message,
+            trace,
+        )
         return self._d.fail(failure)
 
     def fail_for_worker(self, job_id: int, worker: str, error: str) -> Literal["queued", "dead"] | None:
@@ -878,7 +1121,7 @@ class Queue:
             if row is None or row.state != "running" or row.worker != worker or not row.lease_token:
                 return None
             job = Job(row.id, row.kind, None, row.attempts, row.max_attempts, row.lease_token, row.visible_at)
-            return self._fail(job, error, True, self._now())
+            return self._fail(job, error, True, self._now(), timed_out=True)
 
     def backoff_delay(self, attempts: int) -> float:
         """Full jitter: a uniform pick between 0 and a ceiling that doubles per attempt,
@@ -984,25 +1227,36 @@ class Queue:
         if one_call is not None and all(r.error is None and r.effect is None for r in finished):
             now = self._now()
             claim = None if scope is None else self._claim_params(claim_for or "", limit, scope, claim_token)
-            pairs = [(report.job.id, report.job.lease_token) for report in finished]
-            settled = self._read(lambda: one_call(pairs, now, claim) if pairs or claim else ([], []))
+            pairs = [(r.job.id, r.job.lease_token) for r in finished if r.result is None]
+            valued = [(r.job.id, r.job.lease_token, r.result) for r in finished if r.result is not None]
+
+            def call() -> tuple[list[int], list[ClaimedRow]] | None:
+                if valued:  # completions with a value: the driver's call takes them too
+                    return one_call(pairs, now, claim, valued)
+                return one_call(pairs, now, claim) if pairs or claim else ([], [])
+
+            settled = self._read(call)
             if settled is not None:
                 done = set(settled[0])
                 outcomes = self._read(lambda: [self._plain_outcome(r.job, done, again) for r in finished])
+                if finished:
+                    self._d.hint_finished()
                 return outcomes, self._claimed_jobs(settled[1], claim)
+        rows, claim = [], None
         with self._tx():
             now = self._now()
             done = self._complete_plain(finished, now)
             outcomes = [
                 self._plain_outcome(r.job, done, again)
-                if r.error is None and r.effect is None
+                if r.error is None and r.effect is None and r.result is None
                 else self._settle_one(r, now, again)
                 for r in finished
             ]
-            if scope is None:
-                return outcomes, []
-            claim = self._claim_params(claim_for or "", limit, scope, claim_token)
-            rows = self._d.claim(claim, batch=True)
+            if scope is not None:
+                claim = self._claim_params(claim_for or "", limit, scope, claim_token)
+                rows = self._d.claim(claim, batch=True)
+        if finished:  # producers waiting for one of these jobs look again
+            self._d.hint_finished()
         return outcomes, self._claimed_jobs(rows, claim)
 
     def _earlier_try(
@@ -1046,8 +1300,8 @@ class Queue:
         claim gives all its jobs one token): the ids still ours, now done. A job reported
         twice is done once; its second report finds it no longer ours."""
         by_token: dict[str, list[int]] = {}
-        for report in finished:
-            if report.error is None and report.effect is None:
+        for report in finished:  # a plain completion: no error, no effect, no value
+            if report.error is None and report.effect is None and report.result is None:
                 by_token.setdefault(report.job.lease_token, []).append(report.job.id)
         done: set[int] = set()
         for token, ids in by_token.items():
@@ -1057,11 +1311,12 @@ class Queue:
     def _settle_one(self, report: Finished, now: float | None, again: str | None = None) -> str:
         job, d = report.job, self._d
         if report.error is not None:
-            return self._fail(job, report.error, report.retry, now) or self._why_lost(job, again)
+            failed = self._fail(job, report.error, report.retry, now, report.exception)
+            return failed or self._why_lost(job, again)
         if report.effect is None:
-            return "done" if d.complete(job, now) else self._why_lost(job, again)
+            return "done" if d.complete(job, now, report.result) else self._why_lost(job, again)
         with d.savepoint() as undo:
-            if not d.complete(job, now):
+            if not d.complete(job, now, report.result):
                 return self._why_lost(job, again)
             try:
                 d.run_effect(job, report.effect)
@@ -1071,9 +1326,9 @@ class Queue:
             except Exception as exc:
                 if d.classify(exc) in INFRASTRUCTURE:
                     raise  # the database's failure, not the job's: the batch rolls back
-                error = f"{type(exc).__name__}: {exc}"
+                error, raised = f"{type(exc).__name__}: {exc}", exc
             undo()  # this job's completion and effect are undone, no other job's
-        return self._fail(job, error, True, now) or self._why_lost(job, again)
+        return self._fail(job, error, True, now, raised) or self._why_lost(job, again)
 
     def _why_lost(self, job: Job, again: str | None = None) -> str:
         """A report refused by the fence: "cancelled" if the job was cancelled, else "lost"
@@ -1140,7 +1395,9 @@ class Queue:
         if running_message is not None:
             running_message = self._stored(validate.text("running_message", running_message))
         with self._tx():
-            return sorted(self._d.note_crash(worker, message, running, running_message or message))
+            return sorted(
+                self._d.note_crash(worker, message, running, running_message or message, self._now())
+            )
 
     # -- operating --------------------------------------------------------------
 
@@ -1279,6 +1536,38 @@ class Queue:
         """The stored row of job `job_id`, or None if there is none."""
         validate.job_id(job_id)
         return self._read(lambda: self._d.job(job_id))
+
+    def result(self, job_id: int) -> JobResult:
+        """What became of job `job_id`: its state, its return value (`.return_value`, which
+        raises NoResult until it is done) and every attempt with its worker, times, outcome
+        and error. JobNotFound for an id no job has (or had: a purge takes the result too)."""
+        record = self.job(job_id)
+        if record is None:
+            raise JobNotFound(f"no job has id {job_id}: it never existed, or a purge removed it")
+        return job_result(record)
+
+    def wait(self, job_id: int, timeout: float) -> JobResult:
+        """Wait up to `timeout` seconds for job `job_id` to finish (done, dead or cancelled)
+        and return its result(). A worker's settle hints producers on this machine once it
+        has finished jobs (SQLite: labqueue.wakeup), so the wait ends within milliseconds;
+        without a hint (PostgreSQL, another machine) it reads the job every RESULT_POLL
+        seconds. WaitTimedOut if the job has not finished by then."""
+        timeout = validate.seconds("timeout", timeout, allow_zero=True)
+        give_up = time.monotonic() + timeout
+        found: list[JobResult] = []
+
+        def finished() -> bool:
+            found[:] = [self.result(job_id)]
+            return found[0].finished
+
+        while not self._read(
+            lambda: self._d.wait_for_finished(max(give_up - time.monotonic(), 0.0), finished)
+        ):
+            if time.monotonic() >= give_up:
+                raise WaitTimedOut(
+                    f"job {job_id} is still {found[0].status} after {timeout:g} s: it has not finished"
+                )
+        return found[0]
 
     def jobs(
         self,
@@ -1460,7 +1749,11 @@ def stored_error(error: str, *locations: object) -> str:
     password parameter's, and those of `locations`: labqueue.redaction.redact), its first
     MAX_ERROR_CHARS characters, text UTF-8 cannot encode (a lone surrogate) and NUL as
     escapes. Masked before it is cut, so a cut never leaves half a password behind."""
-    text = redact(error[: 4 * MAX_ERROR_CHARS], *locations)[:MAX_ERROR_CHARS]
+    return stored_error_text(redact(error[: 4 * MAX_ERROR_CHARS], *locations)[:MAX_ERROR_CHARS])
+
+
+def stored_error_text(text: str) -> str:
+    """Text as every backend can store it: a lone surrogate and NUL as escapes."""
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00") if "\x00" in text else text
 

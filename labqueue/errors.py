@@ -94,3 +94,17 @@ class JobNotFound(LabqueueError, LookupError):
 
 class CannotCancel(LabqueueError):
     """The job has finished (done, dead or already cancelled): nothing was changed."""
+
+
+class ResultNotSerializable(LabqueueError, TypeError):
+    """A handler returned a value that cannot be stored as its job's result: not JSON, or
+    longer than core.MAX_RESULT_CHARS as JSON text. The attempt fails with this error."""
+
+
+class NoResult(LabqueueError):
+    """The job has no return value to read: it has not finished, or it finished without
+    succeeding (dead, cancelled). A job that succeeded and returned None has one: None."""
+
+
+class WaitTimedOut(LabqueueError, TimeoutError):
+    """A wait for a job to finish ran out of time; the job is still queued or running."""

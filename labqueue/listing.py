@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from .core import Attempt, attempts_of
+
 TABLE_COLUMNS = (
     "id",
     "kind",
@@ -82,9 +84,13 @@ def _as_text(value: Any) -> Any:
 
 
 def as_json(record: Any) -> str:
-    """One job as one JSON object, its payload as JSON."""
+    """One job as one JSON object, its payload and its result as JSON (the result null
+    while the job is not done, and for a handler that returned None), `attempt_log` every
+    attempt as an object (core.attempts_of: the done or running one too)."""
     entry = dataclasses.asdict(record)
     entry["payload"] = decoded_payload(record.payload)
+    entry["result"] = None if record.result is None else decoded_payload(record.result)
+    entry["attempt_log"] = [dataclasses.asdict(attempt) for attempt in attempts_of(record)]
     return json.dumps(entry, default=lambda value: str(_as_text(value)))
 
 
@@ -119,7 +125,7 @@ def whole(record: Any) -> list[str]:
     width = max(len(field.name) for field in fields) + 2  # the longest name, its colon and a space
     for field in fields:
         value = getattr(record, field.name)
-        if field.name == "payload":
+        if field.name in ("payload", "result", "attempt_log"):
             continue
         date = _date(value) if field.name.endswith("_at") and value is not None else None
         shown = "" if value is None else str(value) if date is None else f"{date} UTC ({value})"
@@ -129,4 +135,47 @@ def whole(record: Any) -> list[str]:
     payload = json.dumps(decoded_payload(record.payload), indent=2, ensure_ascii=False)
     lines.append("payload:")
     lines += ["  " + printable(line) for line in payload.split("\n")]  # not splitlines(): \x85 is a character
+    return lines + result_and_attempts(record, width)
+
+
+def result_and_attempts(record: Any, width: int = 20) -> list[str]:
+    """A job's result (a done job's: its handler's return value as indented JSON) and every
+    attempt (core.attempts_of), each with its worker, times, outcome, error and traceback."""
+    lines = []
+    if record.state == "done":
+        value = None if record.result is None else decoded_payload(record.result)
+        lines.append("result:")
+        lines += [
+            "  " + printable(line) for line in json.dumps(value, indent=2, ensure_ascii=False).split("\n")
+        ]
+    else:
+        lines.append(
+            f"result:{'':<{width - 7}}none ({printable(str(record.state))}: only a done job has one)"
+        )
+    attempts = attempts_of(record)
+    lines.append(f"attempt log:{'':<{width - 12}}" + (f"{len(attempts)}" if attempts else "none (never run)"))
+    for attempt in attempts:
+        lines += _attempt_lines(attempt)
+    return lines
+
+
+def _attempt_lines(attempt: Attempt) -> list[str]:
+    """One attempt: its number, outcome, worker and times on a line, then its error and
+    traceback indented (each line of them a line)."""
+    took = ""
+    if attempt.started_at is not None and attempt.finished_at is not None:
+        try:
+            took = f" ({attempt.finished_at - attempt.started_at:.3f} s)"
+        except TypeError:
+            took = ""
+    head = (
+        f"  #{attempt.attempt} {attempt.outcome}, worker {attempt.worker or '?'}, "
+        f"{utc(attempt.started_at) or '?'} to {utc(attempt.finished_at) or '...'} UTC{took}"
+    )
+    lines = [printable(head)]
+    if attempt.exception_class_path or attempt.message:
+        error = ": ".join(str(part) for part in (attempt.exception_class_path, attempt.message) if part)
+        lines += ["    " + printable(line) for line in error.split("\n")]
+    if attempt.traceback:
+        lines += ["    | " + printable(line) for line in attempt.traceback.rstrip("\n").split("\n")]
     return lines

@@ -415,7 +415,7 @@ class Renewer:
         queue = None
         try:
             q = self._queue()
-            outcome = q.fail(job, error)
+            outcome = q.fail(job, error, timed_out=True)
             queue = queue_of(q, job.id)
         except Exception as exc:
             log.error("worker %s: could not record job %d's time-out: %s", self.worker, job.id, exc)

@@ -21,6 +21,11 @@ timeout and notify() sends nothing. That happens without AF_UNIX datagram socket
 be created (read-only), is not ours alone (another owner, a symlink, group or world
 access) or refuses a socket (some network and FUSE file systems).
 
+A second folder, ``jobs.db.done/``, works the same way for producers waiting for a job to
+finish (Queue.wait): a worker's settle notifies it once it has finished jobs, after COMMIT,
+and the waiter reads its job again (FolderHints). While nobody waits, it costs the worker
+one access() call per batch.
+
 Socket paths are limited to about 104 bytes (sun_path: 108 on Linux, 104 on macOS). When
 the folder beside the database would make them longer, the folder is
 ``<tempdir>/labqueue-wake-<uid>-<hash>`` instead, where hash is 16 hex digits of the SHA-256
@@ -43,15 +48,17 @@ import os
 import secrets
 import socket
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from time import sleep as real_sleep
 
-__all__ = ["SAFETY_POLL", "Waiter", "notify", "wake_folder"]
+__all__ = ["FINISHED_SUFFIX", "SAFETY_POLL", "FolderHints", "Waiter", "notify", "wake_folder"]
 
 # How often a worker that can be woken still looks for work on its own.
 SAFETY_POLL = 1.0
 FOLDER_SUFFIX = ".wake"
+FINISHED_SUFFIX = ".done"  # the folder of producers waiting for jobs to finish
 SOCKET_SUFFIX = ".sock"
 ID_HEX_DIGITS = 16
 # Longest socket path in bytes: macOS's sun_path holds 104 bytes including the final NUL.
@@ -64,20 +71,22 @@ log = logging.getLogger(__name__)
 _sender: socket.socket | None = None
 
 
-def wake_folder(db_path: str | os.PathLike[str]) -> Path | None:
-    """The folder that holds the sockets of this database's waiting workers, or None
-    where there can be none (a URL, or a temp dir too long for socket paths)."""
+def wake_folder(db_path: str | os.PathLike[str], suffix: str = FOLDER_SUFFIX) -> Path | None:
+    """The folder that holds the sockets of this database's waiting workers (or, with
+    FINISHED_SUFFIX, producers), or None where there can be none (a URL, or a temp dir too
+    long for socket paths)."""
     text = os.fsdecode(os.fspath(db_path))
     if not text or "://" in text or text == ":memory:":
         return None
     real = os.path.realpath(text)
-    beside = real + FOLDER_SUFFIX
+    beside = real + suffix
     if _fits_socket_paths(beside):
         return Path(beside)
     import tempfile  # only for long paths: keeps `import labqueue` light
 
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
-    short = os.path.join(tempfile.gettempdir(), f"labqueue-wake-{_uid()}-{digest}")
+    label = "wake" if suffix == FOLDER_SUFFIX else suffix.strip(".")
+    short = os.path.join(tempfile.gettempdir(), f"labqueue-{label}-{_uid()}-{digest}")
     return Path(short) if _fits_socket_paths(short) else None
 
 
@@ -89,9 +98,13 @@ class Waiter:
     instead, so tests and fake clocks can pass their own."""
 
     def __init__(
-        self, db_path: str | os.PathLike[str], *, sleep: Callable[[float], object] = real_sleep
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        sleep: Callable[[float], object] = real_sleep,
+        suffix: str = FOLDER_SUFFIX,
     ) -> None:
-        self.folder = wake_folder(db_path)
+        self.folder = wake_folder(db_path, suffix)
         self.path: Path | None = None
         self._sleep = sleep
         self._sock: socket.socket | None = None
@@ -198,7 +211,7 @@ class Waiter:
             self.open()
 
 
-def notify(db_path: str | os.PathLike[str]) -> int:
+def notify(db_path: str | os.PathLike[str], suffix: str = FOLDER_SUFFIX) -> int:
     """Tell every waiting worker of this database that a job may be ready. Call it after
     the enqueue's COMMIT, never inside the transaction. Returns how many live sockets
     took (or already held) a hint. Never raises, never blocks; without the folder it
@@ -206,7 +219,7 @@ def notify(db_path: str | os.PathLike[str]) -> int:
     if AF_UNIX is None:
         return 0
     try:
-        folder = _folder_of(os.path.abspath(db_path))
+        folder = _folder_of(os.path.abspath(db_path), suffix)
         if folder is None or not _is_private_folder(folder):
             return 0
         with os.scandir(folder) as entries:
@@ -215,6 +228,42 @@ def notify(db_path: str | os.PathLike[str]) -> int:
     except OSError:
         return 0
     return sum(_hint(sender, path) for path in paths)
+
+
+class FolderHints:
+    """notify() for one folder resolved once (wake_folder), for a caller that hints after
+    every batch: a worker telling producers waiting for jobs (FINISHED_SUFFIX) that some
+    finished. While nobody has waited on this machine there is no folder, and a hint costs
+    one access() call; a folder whose last scan found no socket is not scanned again until
+    it changes (a socket bound or removed changes its mtime)."""
+
+    __slots__ = ("_empty", "folder")
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = "" if folder is None or AF_UNIX is None else str(folder)
+        self._empty: int | None = None  # the folder's mtime when a scan found no socket
+
+    def notify(self) -> int:
+        """Hint every waiter in the folder; returns how many took it. Never raises."""
+        folder = self.folder
+        if not folder or not os.access(folder, os.F_OK):
+            return 0
+        try:
+            changed = os.stat(folder).st_mtime_ns
+            if changed == self._empty:
+                return 0
+            with os.scandir(folder) as entries:
+                paths = [entry.path for entry in entries if entry.name.endswith(SOCKET_SUFFIX)]
+            # A folder changed within the last second may change again within the same tick
+            # of its file system's clock (a socket bound just after this scan): scan it again.
+            settled = changed < time.time_ns() - 1_000_000_000
+            self._empty = changed if settled and not paths else None
+            if not paths or not _is_private_folder(Path(folder)):
+                return 0
+            sender = _sending_socket()
+        except OSError:
+            return 0
+        return sum(_hint(sender, path) for path in paths)
 
 
 def _hint(sender: socket.socket, path: str) -> int:
@@ -234,9 +283,9 @@ def _hint(sender: socket.socket, path: str) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _folder_of(absolute_path: str) -> Path | None:
+def _folder_of(absolute_path: str, suffix: str = FOLDER_SUFFIX) -> Path | None:
     """wake_folder(), resolved once per path per process: producers call it per enqueue."""
-    return wake_folder(absolute_path)
+    return wake_folder(absolute_path, suffix)
 
 
 def _sending_socket() -> socket.socket:

@@ -34,7 +34,7 @@ from . import handlers as registry
 from . import heap, joblog
 from .attribution import running_publisher
 from .backends import open_queue
-from .core import DATABASE_FAILURES, new_token
+from .core import DATABASE_FAILURES, new_token, returned_parts, split_return
 from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
 from .errors import LabqueueError, NoHandlers, UnknownJobKind
@@ -124,15 +124,15 @@ def handle_then_claim(
         log.error("job %d (%s): %s; %s", job.id, job.kind, error, _OUTCOME_WORDS[outcome])
         return outcome, None
     try:
-        effect = fn(job, q)
+        effect, result = returned_parts(fn(job, q))
     except Exception as exc:
         return _failed(q, job, exc), None
     try:
         worker = claim_for()
         if worker is None:
-            accepted, next_job = q.complete(job, effect=effect), None
+            accepted, next_job = q.complete(job, effect=effect, result=result), None
         else:
-            accepted, next_job = q.complete_and_claim(job, worker, effect=effect)
+            accepted, next_job = q.complete_and_claim(job, worker, effect=effect, result=result)
     except DATABASE_FAILURES:
         raise  # the database's failure, not the job's: nothing was saved, the job is still ours
     except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
@@ -152,7 +152,7 @@ _OUTCOME_WORDS = {
 
 def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
     """Record a handler's (or its effect's) exception with fail(), and log it with its traceback."""
-    outcome = q.fail(job, error_text(exc)) or "lost"
+    outcome = q.fail(job, error_text(exc), exception=exc) or "lost"
     level = logging.WARNING if outcome == "queued" else logging.ERROR
     log.log(
         level,
@@ -171,15 +171,19 @@ def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
 
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
     """Run one job's handler and say what it came to, without reporting it yet: the
-    effect it returned, or the failure. The worker loop gives back jobs of kinds it has
-    no handler for before they get here (labqueue.unknown_kinds); called on its own with
-    such a job, it reports a final failure."""
+    effect and the value it returned (core.split_return), or the failure. The worker loop
+    gives back jobs of kinds it has no handler for before they get here
+    (labqueue.unknown_kinds); called on its own with such a job, it reports a final failure."""
     fn = handlers.get(job.kind)
     if fn is None:
         error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
         return Finished(job, error=error_text(error), retry=False)
     try:
-        return Finished(job, effect=fn(job, q))
+        returned = fn(job, q)
+        if returned is None:
+            return Finished(job)
+        effect, result = split_return(returned)  # a value JSON cannot keep fails the attempt
+        return Finished(job, effect, result=result)
     except Exception as exc:
         return Finished(job, error=error_text(exc), exception=exc)
 

@@ -121,3 +121,14 @@ class LogReader:
         """Everything logged, once the process has closed its stderr."""
         self._thread.join(timeout)
         return "".join(self.lines)
+
+
+def install_app(tmp_path: Path, monkeypatch, name: str, source: str) -> Path:
+    """Write a handlers module `name` (its `source`) into tmp_path/app, on the PYTHONPATH of
+    every worker process started after (a pool's): how the process tests load handlers."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    return folder

@@ -107,8 +107,8 @@ def test_fast_path_statements_read_only_their_partial_indexes(q, statement, inde
     args = {
         sql.READY_PROBE: (1.0,),
         sql.RETIRE_EXHAUSTED: {"now": 1.0, "reason": "r"},
-        sql.claim_ids(10): (2.0, "t", "w", *range(10)),
-        sql.CLAIM_ID_RUN: (2.0, "t", "w", 1, 10),
+        sql.claim_ids(10): (2.0, "t", "w", 1.0, *range(10)),
+        sql.CLAIM_ID_RUN: (2.0, "t", "w", 1.0, 1, 10),
         sql.COMPLETE_ID_RUN: (2.0, 1, 10, "t"),
     }.get(statement, params)
     plan = [r[3] for r in q.db.execute("EXPLAIN QUERY PLAN " + statement, args)]
@@ -225,11 +225,14 @@ def test_the_lease_statement_builds_no_temporary_index_per_row(tmp_path):
     def ephemeral(table_sql: str) -> int:
         db = sqlite3.connect(":memory:")
         db.executescript(table_sql + sql.INDEXES)
-        ops = [row[1] for row in db.execute("EXPLAIN " + sql.CLAIM_ID_RUN, (2.0, "t", "w", 1, 10))]
+        ops = [row[1] for row in db.execute("EXPLAIN " + sql.CLAIM_ID_RUN, (2.0, "t", "w", 1.0, 1, 10))]
         return ops.count("OpenEphemeral")
 
     assert ephemeral(sql.TABLE) == 0
-    assert ephemeral(sql.TABLE_TEMPLATE.format(name="jobs", extra="", states=sql.STATES_IN_LIST)) == 1
+    assert (
+        ephemeral(sql.TABLE_TEMPLATE.format(name="jobs", extra=sql.RESULT_COLUMNS, states=sql.STATES_IN_LIST))
+        == 1
+    )
 
 
 # -- claim_next -------------------------------------------------------------------

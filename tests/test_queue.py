@@ -84,7 +84,7 @@ def fail_every_attempt(q: JobQueue, clock, attempts: int = 3) -> list[str | None
 
 
 def test_schema_is_importable_and_complete():
-    assert SCHEMA == TABLE + INDEXES + sql.KEY_HELD_INDEX + sql.ARCHIVE + sql.PAUSES
+    assert SCHEMA == TABLE + INDEXES + sql.KEY_HELD_INDEX + sql.ARCHIVE_CURRENT + sql.PAUSES
     for name in sql.COLUMNS:
         assert f"    {name} " in TABLE
 

@@ -17,12 +17,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import wait_for
+from cli_helpers import install_app, wait_for
 
 import labqueue
 from labqueue import handlers as registry
@@ -436,12 +435,7 @@ def _location(request, tmp_path):
 
 @pytest.fixture
 def app(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "app"
-    folder.mkdir()
-    (folder / f"{APP}.py").write_text(textwrap.dedent(APP_SOURCE))
-    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # for the pools' worker processes
-    return folder
+    return install_app(tmp_path, monkeypatch, APP, APP_SOURCE)
 
 
 def ledger(location) -> list[tuple[int, int]]:

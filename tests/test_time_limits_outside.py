@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import wait_for
+from cli_helpers import install_app, wait_for
 
 from labqueue import open_queue
 from labqueue.pool import WorkerPool
@@ -65,12 +64,7 @@ def location(request, tmp_path):
 
 @pytest.fixture
 def app(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "app"
-    folder.mkdir()
-    (folder / f"{APP}.py").write_text(textwrap.dedent(APP_SOURCE))
-    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
-    return folder
+    return install_app(tmp_path, monkeypatch, APP, APP_SOURCE)
 
 
 def job_of(location, job_id):

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..core import JobRecord
-from ..listing import cut, decoded_payload, printable, utc
+from ..listing import cut, decoded_payload, printable, result_and_attempts, utc
 from ..validate import STATES
 from .auth import CSRF_FIELD
 from .chart import throughput_svg
@@ -396,10 +396,12 @@ def job(page: Page, seen: OneJob, job_id: int) -> str:
         actions = page.form("cancel", {"id": r.id}, "Cancel this job")
     elif r.state == "dead":
         actions = page.form("requeue", {"id": r.id}, "Requeue this job")
+    attempts = "\n".join(result_and_attempts(r))
     body = (
         f'<dl class="job">{facts}</dl>'
         f'<h2>Last error</h2><pre class="error">{block(r.last_error or "(none)")}</pre>'
-        f'<h2>Payload</h2><pre class="payload">{block(payload)}</pre>{actions}'
+        f'<h2>Payload</h2><pre class="payload">{block(payload)}</pre>'
+        f'<h2>Result and attempts</h2><pre class="attempts">{block(attempts)}</pre>{actions}'
     )
     return page.render(f"Job {r.id}", body, current="jobs")
 

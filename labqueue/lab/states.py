@@ -51,13 +51,13 @@ EDGES: tuple[Edge, ...] = (
         ("CLAIM", "CLAIM_IDS", "CLAIM_ID_RUN"),
     ),
     # COMPLETE_MANY (COMPLETE_ID_RUN for consecutive ids): group commit's plain completions,
-    # one statement per claim, each fenced.
+    # one statement per claim, each fenced; COMPLETE_RESULT: one with a return value.
     Edge(
         "complete",
         "running",
         "done",
         "complete\n(token matches)",
-        ("COMPLETE", "COMPLETE_MANY", "COMPLETE_ID_RUN"),
+        ("COMPLETE", "COMPLETE_MANY", "COMPLETE_ID_RUN", "COMPLETE_RESULT"),
     ),
     # RELEASE: a warm stop gives back a batch's unstarted jobs, the same move back to queued;
     # PUT_BACK: a worker gives back a kind it has no handler for.

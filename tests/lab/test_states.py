@@ -76,9 +76,10 @@ RUNS = {
     ],
     "RETIRE_EXHAUSTED": [_once(sql.RETIRE_EXHAUSTED, {"now": NOW, "reason": "r"})],
     "CLAIM": [_once(sql.CLAIM, CLAIM_PARAMS)],
-    "CLAIM_IDS": [_once(sql.claim_ids(16), (NOW + 30, "new", "w", *range(1, 17)))],
-    "CLAIM_ID_RUN": [_once(sql.CLAIM_ID_RUN, (NOW + 30, "new", "w", 1, 16))],
+    "CLAIM_IDS": [_once(sql.claim_ids(16), (NOW + 30, "new", "w", NOW, *range(1, 17)))],
+    "CLAIM_ID_RUN": [_once(sql.CLAIM_ID_RUN, (NOW + 30, "new", "w", NOW, 1, 16))],
     "COMPLETE": [_each_row(sql.COMPLETE, lambda i: (NOW, i, "tok"))],
+    "COMPLETE_RESULT": [_each_row(sql.COMPLETE_RESULT, lambda i: (NOW, i, "tok", '"value"'))],
     "FAIL": [
         _each_row(
             sql.FAIL,
@@ -89,6 +90,10 @@ RUNS = {
                 "error": "e",
                 "id": i,
                 "token": "tok",
+                "outcome": "failed",
+                "error_class": None,
+                "message": "e",
+                "traceback": None,
             },
         )
         for final in (0, 1)
@@ -102,7 +107,10 @@ RUNS = {
     ],
     # NOTE_CRASH writes a note only, PAUSE a row of queue_pauses: neither moves a job.
     "NOTE_CRASH": [
-        _once(sql.NOTE_CRASH, {"worker": "w", "message": "m", "running": None, "running_message": "r"})
+        _once(
+            sql.NOTE_CRASH,
+            {"worker": "w", "message": "m", "running": None, "running_message": "r", "now": NOW},
+        )
     ],
     "PAUSE": [_once(sql.PAUSE, {"queue": "mail", "now": NOW, "reason": None})],
     "REQUEUE_DEAD": [_once(sql.REQUEUE_DEAD, (NOW,))],

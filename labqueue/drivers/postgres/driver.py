@@ -31,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ... import validate
 from ...core import (
+    RESULT_POLL,
     Claim,
     Clock,
     Effect,
@@ -273,6 +274,18 @@ class PgDriver:
         """A wait here ends within its timeout: a signal handler must not use the
         connection the wait is reading."""
 
+    def hint_finished(self) -> None:
+        """No hint: a NOTIFY would cost every settle a statement (inside the one-call
+        function, a new version of it); producers waiting for a job poll instead."""
+
+    def wait_for_finished(self, timeout: float, look: Callable[[], bool]) -> bool:
+        """look(), and if it says no, sleep (at most `timeout`, and at most RESULT_POLL)
+        and look again."""
+        if look():
+            return True
+        time.sleep(min(timeout, RESULT_POLL))
+        return look()
+
     # -- claiming and reporting ----------------------------------------------------
 
     def ready(self, scope: Scope, now: float | None) -> bool:
@@ -305,15 +318,25 @@ class PgDriver:
         return self.db.execute(sql.CLAIM_IDS, {**params, "ids": ids}).fetchall()
 
     def settle_in_one_call(
-        self, done: Sequence[tuple[int, str]], now: float | None, claim: Claim | None
+        self,
+        done: Sequence[tuple[int, str]],
+        now: float | None,
+        claim: Claim | None,
+        results: Sequence[tuple[int, str, str]] = (),
     ) -> tuple[list[int], list[tuple]] | None:
-        """Plain completions (job id, lease token) and the next batch's claim in one call of
+        """Plain completions (job id, lease token), completions with a return value (job
+        id, lease token, value as JSON text) and the next batch's claim in one call of
         sql.SETTLE: one statement outside a transaction block, so one round trip. Returns
         the ids completed and the claimed rows, or None where the schema lacks the function
         (the queue then takes the transaction path)."""
         if not self.one_call:
             return None
         params = {"done_ids": [job_id for job_id, _ in done], "done_tokens": [token for _, token in done]}
+        params |= {
+            "result_ids": [job_id for job_id, _, _ in results],
+            "result_tokens": [token for _, token, _ in results],
+            "results": [value for _, _, value in results],
+        }
         if claim is None:
             params |= {"now": now, "scope": None, "queue": None, "queues": None, "paused": None, "limit": 0}
             params |= {"lease_seconds": 0.0, "token": None, "worker": None, "reason": None}
@@ -340,10 +363,9 @@ class PgDriver:
             sql.BURY, {"now": now, "reason": reason.replace("\x00", "\\x00"), "id": job_id, "token": token}
         )
 
-    def complete(self, job: Job, now: float | None) -> bool:
-        return (
-            self.db.execute(sql.COMPLETE, {"now": now, "id": job.id, "token": job.lease_token}).rowcount == 1
-        )
+    def complete(self, job: Job, now: float | None, result: str | None = None) -> bool:
+        params = {"now": now, "id": job.id, "token": job.lease_token, "result": result}
+        return self.db.execute(sql.COMPLETE, params).rowcount == 1
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         params = {"now": now, "ids": ids, "token": token}
@@ -386,8 +408,10 @@ class PgDriver:
         params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
         return self.db.execute(sql.PUT_BACK, params).rowcount == 1
 
-    def note_crash(self, worker: str, message: str, running: int | None, running_message: str) -> list[int]:
-        params = {"worker": worker, "message": message, "running": running}
+    def note_crash(
+        self, worker: str, message: str, running: int | None, running_message: str, now: float | None = None
+    ) -> list[int]:
+        params = {"worker": worker, "message": message, "running": running, "now": now}
         params["running_message"] = running_message
         return [row[0] for row in self.db.execute(sql.NOTE_CRASH, params).fetchall()]
 

@@ -2,7 +2,8 @@
 checks that refuse a `jobs` table that is not labqueue's, and the migrations of older
 queues, which `labqueue migrate` applies (never an open): each step recorded in the
 schema's labqueue_migrations table. The SQL is sql.py's (SCHEMA, MIGRATE_V2, PAUSES,
-ADD_KEY_COLUMNS and the indexes built CONCURRENTLY, SETTLE). The connection is the driver's.
+ADD_KEY_COLUMNS, MIGRATE_RESULTS and the indexes built CONCURRENTLY, SETTLE). The
+connection is the driver's.
 """
 
 from __future__ import annotations
@@ -83,11 +84,12 @@ STEPS: tuple[Step, ...] = (
     Step(3, "the queue_pauses table"),
     Step(4, "(SQLite's states CHECK: nothing to do on PostgreSQL)"),
     Step(5, "the concurrency_key and concurrency_limit columns and the jobs_key_held index"),
-    Step(6, "the dedupe keys' partial unique index, beside the UNIQUE constraint"),
-    Step(7, "the UNIQUE (dedupe_key) constraint dropped (older labqueues cannot enqueue after)", "contract"),
+    Step(6, "the started_at, result and attempt_log columns (jobs and jobs_archive)"),
+    Step(7, "the dedupe keys' partial unique index, beside the UNIQUE constraint"),
+    Step(8, "the UNIQUE (dedupe_key) constraint dropped (older labqueues cannot enqueue after)", "contract"),
 )
 KNOWN = STEPS[-1].version
-REQUIRED = 5  # the newest step this labqueue's statements need
+REQUIRED = 6  # the newest step this labqueue's statements need
 
 
 def check_version(applied: frozenset[int], where: str, url: str) -> None:
@@ -182,8 +184,11 @@ def _apply(db: psycopg.Connection, step: Step, schema: str, applied: frozenset[i
             db.execute(sql.ADD_KEY_COLUMNS)
         _index_concurrently(db, sql.KEY_HELD_INDEX_CONCURRENTLY, prefix + "jobs_key_held")
     elif step.version == 6:
-        _index_concurrently(db, sql.DEDUPE_INDEX_CONCURRENTLY, prefix + "jobs_dedupe_key")
+        with db.transaction():
+            db.execute(sql.MIGRATE_RESULTS)
     elif step.version == 7:
+        _index_concurrently(db, sql.DEDUPE_INDEX_CONCURRENTLY, prefix + "jobs_dedupe_key")
+    elif step.version == 8:
         with db.transaction():
             db.execute(sql.DROP_DEDUPE_CONSTRAINT)
     with db.transaction():
@@ -239,10 +244,12 @@ class _Found:
             applied |= {3, 4}
         if "concurrency_key" in columns and exists("jobs_key_held"):
             applied.add(5)
-        if exists("jobs_dedupe_key"):
+        if "attempt_log" in columns:
             applied.add(6)
+        if exists("jobs_dedupe_key"):
+            applied.add(7)
             if not one_row(db.execute(sql.DEDUPE_CONSTRAINT_EXISTS, {"table": prefix + "jobs"}))[0]:
-                applied.add(7)
+                applied.add(8)
         return frozenset(applied)
 
 
@@ -278,6 +285,8 @@ def _check_table(db: psycopg.Connection, schema: str, url: str, columns: dict[st
         expected.pop("queue"), expected.pop("priority")
     if "concurrency_key" not in columns and "concurrency_limit" not in columns:  # before version 5: likewise
         expected.pop("concurrency_key"), expected.pop("concurrency_limit")
+    if not {"started_at", "result", "attempt_log"} & set(columns):  # before version 6: refused later
+        expected.pop("started_at"), expected.pop("result"), expected.pop("attempt_log")
     missing = [name for name in expected if name not in columns]
     problems = [f"missing columns: {', '.join(missing)}"] if missing else []
     for name, (kind, required) in expected.items():

@@ -39,7 +39,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority     INTEGER          NOT NULL DEFAULT 0,
     queue        TEXT             NOT NULL DEFAULT 'default',
     concurrency_key   TEXT,
-    concurrency_limit INTEGER
+    concurrency_limit INTEGER,
+    started_at        DOUBLE PRECISION,
+    result            TEXT,
+    attempt_log       TEXT
 );
 """
 
@@ -95,24 +98,44 @@ CREATE INDEX IF NOT EXISTS jobs_key_held ON jobs (concurrency_key, visible_at)
 # new row version with new index entries (their columns change, so no update is HOT), and
 # a plain UNIQUE (dedupe_key) took one more entry, for NULL, at each: measured on the
 # pg-peers drain, a fifth of the index writes and 13% of four workers' speed. A queue made
-# with the UNIQUE constraint gains the index beside it (schema version 6, an expand step:
+# with the UNIQUE constraint gains the index beside it (schema version 7, an expand step:
 # ENQUEUE's ON CONFLICT infers either, and an older labqueue's ON CONFLICT (dedupe_key)
 # needs the constraint) and loses the constraint once no older labqueue runs on it
-# (version 7, `labqueue migrate --contract`). SQLite keeps its UNIQUE column.
+# (version 8, `labqueue migrate --contract`). SQLite keeps its UNIQUE column.
 DEDUPE_INDEX = """
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_dedupe_key ON jobs (dedupe_key) WHERE dedupe_key IS NOT NULL;
 """
 
-SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + PAUSES
+# Schema version 6 (drivers/sqlite/sql.py's RESULTS): when the current attempt's claim
+# leased the job, its return value as JSON text, and its ended attempts as a JSON array
+# (TEXT, as on SQLite; appended through jsonb). Nullable columns added last: a worker of
+# an older labqueue runs beside them.
+ARCHIVE_RESULT_COLUMNS = """
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS worker TEXT;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS started_at DOUBLE PRECISION;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS result TEXT;
+ALTER TABLE jobs_archive ADD COLUMN IF NOT EXISTS attempt_log TEXT;
+"""
+MIGRATE_RESULTS = (
+    """
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS started_at DOUBLE PRECISION;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS result TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS attempt_log TEXT;
+"""
+    + ARCHIVE_RESULT_COLUMNS
+)
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + DEDUPE_INDEX + ARCHIVE + ARCHIVE_RESULT_COLUMNS + PAUSES
 
 # -- schema versions --------------------------------------------------------------------
 # The steps a queue's schema has taken, one row each, in a table of the queue's schema
-# (SQLite keeps its one number in PRAGMA user_version). Versions 1 to 5 are SQLite's
-# (version 4 changed SQLite's CHECK alone: nothing to do here). Version 6 is an expand
-# step (the dedupe keys' partial unique index, built beside the UNIQUE constraint that
-# older labqueues' ON CONFLICT (dedupe_key) needs), version 7 its contract step (the
-# constraint dropped, once no older labqueue runs on the queue). A schema made before this
-# table existed has its steps read from the catalog once (schema.py, _Found.inferred).
+# (SQLite keeps its one number in PRAGMA user_version). Versions 1 to 6 are SQLite's
+# (version 4 changed SQLite's CHECK alone: nothing to do here; 6 is MIGRATE_RESULTS).
+# Version 7 is an expand step (the dedupe keys' partial unique index, built beside the
+# UNIQUE constraint that older labqueues' ON CONFLICT (dedupe_key) needs), version 8 its
+# contract step (the constraint dropped, once no older labqueue runs on the queue). A
+# schema made before this table existed has its steps read from the catalog once
+# (schema.py, _Found.inferred).
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS labqueue_migrations (
     version    INTEGER          PRIMARY KEY,
@@ -209,6 +232,9 @@ COLUMN_TYPES = {
     "queue": ("text", True),
     "concurrency_key": ("text", False),
     "concurrency_limit": ("integer", False),
+    "started_at": ("double precision", False),
+    "result": ("text", False),
+    "attempt_log": ("text", False),
 }
 
 # The schema's name is an identifier, not a value: queue.py fills {schema} with
@@ -234,7 +260,9 @@ SET_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', 
 
 SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::double precision"
 
-COLUMN_LIST = V1_COLUMNS + ", priority, queue, concurrency_key, concurrency_limit"
+COLUMN_LIST = (
+    V1_COLUMNS + ", priority, queue, concurrency_key, concurrency_limit, started_at, result, attempt_log"
+)
 
 # WHERE NOT EXISTS spares the identity a number when the key is already stored (as in
 # SQLite, ids then stay 1, 2, 3 ...); ON CONFLICT still decides a race between two producers.
@@ -292,12 +320,43 @@ KEY_FREE = f"""(concurrency_key IS NULL
 # once it has passed, its holder can no longer renew, complete or fail it.
 LEASE_LIVE = f"(concurrency_key IS NULL OR visible_at > {NOW})"
 
+
+# -- the attempt log (drivers/sqlite/sql.py's logged, NOTED, lease_lost) -----------------
+def logged(
+    finished: str, outcome: str, error_class: str = "NULL", message: str = "NULL", trace: str = "NULL"
+) -> str:
+    """attempt_log with one attempt appended (each argument an SQL expression)."""
+    return (
+        "(COALESCE(jobs.attempt_log, '[]')::jsonb || jsonb_build_array(jsonb_build_object(\n"
+        "           'attempt', jobs.attempts, 'worker', jobs.worker,\n"
+        f"           'started_at', jobs.started_at,\n           'finished_at', {finished},\n"
+        f"           'outcome', {outcome}::text,\n           'exception_class_path', {error_class}::text,\n"
+        f"           'message', {message}::text, 'traceback', {trace}::text)))::text"
+    )
+
+
+NOTED = (
+    "(jobs.attempt_log::jsonb -> -1 ->> 'outcome') = 'lease lost'\n"
+    "                AND (jobs.attempt_log::jsonb -> -1 ->> 'attempt')::bigint = jobs.attempts"
+)
+
+
+def lease_lost(message: str = "NULL") -> str:
+    """attempt_log with a running row's lost lease appended (NOTED: unless logged already)."""
+    entry = logged("jobs.visible_at", "'lease lost'", message=message)
+    return (
+        f"CASE WHEN jobs.state <> 'running'\n            OR COALESCE({NOTED}, false)\n"
+        f"           THEN jobs.attempt_log\n           ELSE {entry} END"
+    )
+
+
 # Leases that ran out on a last attempt, retired (dead); worded once, used in _CLAIM's
 # `retired` and on its own by the batch claim (RETIRE_EXHAUSTED, below).
 _RETIRE = f"""UPDATE jobs
    SET state = 'dead', lease_token = NULL, finished_at = {NOW},
        last_error = CASE WHEN last_error IS NULL THEN %(reason)s
-                         ELSE %(reason)s || '; previous error: ' || last_error END
+                         ELSE %(reason)s || '; previous error: ' || last_error END,
+       attempt_log = {lease_lost("%(reason)s")}
  WHERE id IN (SELECT id FROM jobs
                WHERE {EXHAUSTED} AND visible_at <= {NOW}
                  FOR UPDATE SKIP LOCKED)"""
@@ -323,7 +382,9 @@ RETURNING id
 ), claimed AS (
     UPDATE jobs
        SET state = 'running', attempts = jobs.attempts + 1,
-           visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
+           visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
+           started_at = {NOW},
+           attempt_log = {lease_lost()}
       FROM locked
      WHERE jobs.id = locked.id
     RETURNING jobs.id, kind, payload, jobs.attempts, max_attempts, lease_token, visible_at,
@@ -361,7 +422,9 @@ BATCH_LOOK_IN = {name: _BATCH_LOOK.format(scope=scope) for name, scope in SCOPES
 CLAIM_IDS = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
-       visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s
+       visible_at = {NOW} + %(lease_seconds)s, lease_token = %(token)s, worker = %(worker)s,
+       started_at = {NOW},
+       attempt_log = {lease_lost()}
  WHERE id = ANY(%(ids)s::bigint[])
 RETURNING id, kind, payload, attempts, max_attempts, lease_token, visible_at,
           concurrency_key, concurrency_limit
@@ -431,7 +494,7 @@ NEXT_DUE_IN = {
 # The fence: the token must still be the job's, not just the state 'running'.
 COMPLETE = f"""
 UPDATE jobs
-   SET state = 'done', finished_at = {NOW}, lease_token = NULL
+   SET state = 'done', finished_at = {NOW}, lease_token = NULL, result = %(result)s
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 """
 
@@ -460,7 +523,8 @@ UPDATE jobs
                           ELSE {NOW} + %(delay)s END,
        finished_at = CASE WHEN %(final)s OR attempts >= max_attempts THEN {NOW} END,
        lease_token = NULL,
-       last_error  = %(error)s
+       last_error  = %(error)s,
+       attempt_log = {logged(NOW, "%(outcome)s", "%(error_class)s", "%(message)s", "%(traceback)s")}
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running' AND {LEASE_LIVE}
 RETURNING state
 """
@@ -470,7 +534,7 @@ RETURNING state
 RELEASE = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = {NOW},
-       lease_token = NULL, worker = NULL
+       lease_token = NULL, worker = NULL, attempt_log = {logged(NOW, "'given back'")}
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
 
@@ -547,7 +611,8 @@ JOB_STATE = "SELECT state FROM jobs WHERE id = %(id)s"
 JOB_STATE_LOCKED = JOB_STATE + " FOR UPDATE"
 CANCEL = f"""
 UPDATE jobs
-   SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL
+   SET state = 'cancelled', finished_at = {NOW}, lease_token = NULL,
+       attempt_log = CASE WHEN state = 'running' THEN {logged(NOW, "'cancelled'")} ELSE attempt_log END
  WHERE id = %(id)s AND state IN ('queued', 'running')
 """
 
@@ -564,12 +629,15 @@ PURGE_MOVE = f"""
 WITH moved AS (
     DELETE FROM jobs{PURGE_WHERE}
     RETURNING id, kind, payload, state, attempts, max_attempts, last_error,
-              dedupe_key, created_at, finished_at, priority, queue
+              dedupe_key, created_at, finished_at, priority, queue,
+              worker, started_at, result, attempt_log
 ), archived AS (
     INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
-                              dedupe_key, created_at, finished_at, priority, queue, archived_at)
+                              dedupe_key, created_at, finished_at, priority, queue, archived_at,
+                              worker, started_at, result, attempt_log)
     SELECT id, kind, payload, state, attempts, max_attempts, last_error,
-           dedupe_key, created_at, finished_at, priority, queue, {NOW}
+           dedupe_key, created_at, finished_at, priority, queue, {NOW},
+           worker, started_at, result, attempt_log
       FROM moved
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
@@ -602,10 +670,12 @@ UPDATE jobs
        lease_token = NULL, worker = NULL, last_error = %(note)s
  WHERE id = %(id)s AND lease_token = %(token)s AND state = 'running'
 """
-NOTE_CRASH = """
+_NOTE = "CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text ELSE %(message)s::text END"
+NOTE_CRASH = f"""
 UPDATE jobs
-   SET last_error = CASE WHEN id = %(running)s::bigint THEN %(running_message)s::text
-                         ELSE %(message)s::text END
+   SET last_error = {_NOTE},
+       attempt_log = CASE WHEN COALESCE({NOTED}, false) THEN attempt_log
+                          ELSE {logged(NOW, "'lease lost'", message=_NOTE)} END
  WHERE state = 'running' AND worker = %(worker)s
 RETURNING id
 """
@@ -658,13 +728,14 @@ SET_LOCAL_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, tr
 # exhausted lease (or nothing), LOCK_KEYS and HELD when the looked rows have concurrency
 # keys, then CLAIM_IDS. Between them it applies core.within_limits and core.batch_size,
 # rendered in PL/pgSQL (tests/test_pg_settle_function.py holds the two renderings to one
-# answer). Failures and effects still take the transaction path: a failure's backoff and
+# answer). A completion with a return value is COMPLETE, one per job, inside the call.
+# Failures and effects still take the transaction path: a failure's backoff and
 # an effect are the worker's Python. The name carries the function's version: a change to
 # its body is a new name, installed when a queue of the old one is opened.
-SETTLE_FUNCTION = "labqueue_settle_2"
+SETTLE_FUNCTION = "labqueue_settle_3"  # 3: the claim writes started_at and logs a lost lease
 SETTLE_ARGUMENTS = (
     "bigint[], text[], double precision, text, text, text[], text[], integer,"
-    " double precision, text, text, text"
+    " double precision, text, text, text, bigint[], text[], text[]"
 )
 _FUNCTION_NAMES = {
     NOW: "v_now",
@@ -706,12 +777,25 @@ _CLAIM_STEP = _in_function(CLAIM_IDS).replace("\n", "\n            ")
 _COMPLETE_STEP = _in_function(
     COMPLETE_MANY.replace("%(ids)s", "v_done").replace("%(token)s", "v_token")
 ).replace("\n", "\n            ")
+# The ids a completion step returns, as rows of the function's table without a kind.
+_DONE_ROWS = (
+    "SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,"
+    " NULL::double precision, NULL::text, NULL::integer FROM done;"
+)
+# A completion with a return value: COMPLETE for the i-th of them, its id read back.
+_COMPLETE_RESULT_STEP = _in_function(
+    (COMPLETE.rstrip() + "\nRETURNING id")
+    .replace("%(id)s", "p_result_ids[i]")
+    .replace("%(token)s", "p_result_tokens[i]")
+    .replace("%(result)s", "p_results[i]")
+).replace("\n", "\n            ")
 
 SETTLE = f"""
 CREATE FUNCTION {SETTLE_FUNCTION}(
     p_done_ids bigint[], p_done_tokens text[], p_now double precision,
     p_scope text, p_queue text, p_queues text[], p_paused text[], p_limit integer,
-    p_lease_seconds double precision, p_token text, p_worker text, p_reason text)
+    p_lease_seconds double precision, p_token text, p_worker text, p_reason text,
+    p_result_ids bigint[], p_result_tokens text[], p_results text[])
 RETURNS TABLE (r_id bigint, r_kind text, r_payload text, r_attempts bigint, r_max_attempts bigint,
                r_lease_token text, r_visible_at double precision, r_key text, r_key_limit integer)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $settle$
@@ -748,8 +832,15 @@ BEGIN
         WITH done AS (
             {_COMPLETE_STEP}
         )
-        SELECT done.id, NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text,
-               NULL::double precision, NULL::text, NULL::integer FROM done;
+        {_DONE_ROWS}
+    END LOOP;
+    -- the completions with a return value, each stored under its fence (COMPLETE)
+    FOR i IN 1 .. COALESCE(cardinality(p_result_ids), 0) LOOP
+        RETURN QUERY
+        WITH done AS (
+            {_COMPLETE_RESULT_STEP}
+        )
+        {_DONE_ROWS}
     END LOOP;
     IF p_scope IS NULL THEN
         RETURN;  -- a report without a claim
@@ -822,5 +913,6 @@ SETTLE_CALL = f"""
 SELECT * FROM {SETTLE_FUNCTION}(
     %(done_ids)s::bigint[], %(done_tokens)s::text[], %(now)s::double precision,
     %(scope)s::text, %(queue)s::text, %(queues)s::text[], %(paused)s::text[], %(limit)s::integer,
-    %(lease_seconds)s::double precision, %(token)s::text, %(worker)s::text, %(reason)s::text)
+    %(lease_seconds)s::double precision, %(token)s::text, %(worker)s::text, %(reason)s::text,
+    %(result_ids)s::bigint[], %(result_tokens)s::text[], %(results)s::text[])
 """

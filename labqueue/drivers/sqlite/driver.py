@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 
 from ... import validate, wakeup
 from ...core import (
+    RESULT_POLL,
     Claim,
     Clock,
     Effect,
@@ -97,6 +98,8 @@ class SqliteDriver:
         self.timeout = timeout
         self.wake_enabled = wake  # notify idle workers after an enqueue, and wait for hints when idle
         self._waiter: wakeup.Waiter | None = None
+        self._finish_waiter: wakeup.Waiter | None = None
+        self._finished = wakeup.FolderHints(None)  # producers waiting for jobs (set once the path is known)
         self.path = Path(validate.db_path(path))
         self.where = str(self.path)
         check_is_sqlite_file(self.path)
@@ -107,6 +110,8 @@ class SqliteDriver:
             )
         if not read_only:
             check_writable(self.path)
+        if wake:
+            self._finished = wakeup.FolderHints(wakeup.wake_folder(self.path, wakeup.FINISHED_SUFFIX))
         # isolation_level=None: sqlite3 issues no implicit BEGIN. Writes get their
         # transaction from transaction(); a lone read runs in autocommit. The busy timeout
         # is one slice of the timeout: _retry_busy() makes up the rest in Python.
@@ -321,6 +326,24 @@ class SqliteDriver:
         if self._waiter is not None:
             self._waiter.poke()
 
+    def hint_finished(self) -> None:
+        """Hint this file's producers waiting for a job (wait_for_finished) that jobs have
+        finished: a datagram each, in a folder of their own (labqueue.wakeup.FolderHints).
+        Nobody waiting, one access() call."""
+        self._finished.notify()
+
+    def wait_for_finished(self, timeout: float, look: Callable[[], bool]) -> bool:
+        """look(), and if it says no, wait for a worker's hint (at most `timeout`, and at
+        most RESULT_POLL) and look again. The waiter's socket is bound before the first
+        look, so a hint sent after it is never missed."""
+        if self._finish_waiter is None:
+            where = self.path if self.wake_enabled else ""
+            self._finish_waiter = wakeup.Waiter(where, suffix=wakeup.FINISHED_SUFFIX).open()
+        if look():
+            return True
+        self._finish_waiter.wait(min(timeout, RESULT_POLL))
+        return look()
+
     # -- claiming and reporting ----------------------------------------------------
 
     def ready(self, scope: Scope, now: float | None) -> bool:
@@ -350,7 +373,7 @@ class SqliteDriver:
             return []
         ready = ready[: batch_size([row[3] - 1 for row in ready])]
         token, lease_end = params["token"], params["lease_end"]
-        leased = self._lease([row[0] for row in ready], lease_end, token, params["worker"])
+        leased = self._lease([row[0] for row in ready], lease_end, token, params["worker"], params["now"])
         return [
             (job_id, kind, payload, attempts, max_attempts, token, lease_end, key, limit)
             for job_id, kind, payload, attempts, max_attempts, _, key, limit in ready
@@ -378,14 +401,16 @@ class SqliteDriver:
         """READY_ROWS (READY_ROWS_RAW for a row whose text is not UTF-8)."""
         return self._rows_as_text(sql.READY_ROWS_IN[scope], params, sql.READY_ROWS_RAW_IN[scope], params)
 
-    def _lease(self, ids: list[int], lease_end: float, token: str, worker: str) -> set[int] | None:
+    def _lease(
+        self, ids: list[int], lease_end: float, token: str, worker: str, now: float
+    ) -> set[int] | None:
         """CLAIM_IDS on the rows READY_ROWS read in this write transaction. Returns None
         when every one was leased, as nothing but labqueue's own statements touch them;
         otherwise (something beside labqueue, a trigger on jobs, kept a row from
         changing) the ids that now hold this claim's token, which is new."""
         leased, cursor = 0, self._hot
         for statement, named in _naming(ids, sql.claim_ids, sql.CLAIM_ID_RUN):
-            leased += cursor.execute(statement, (lease_end, token, worker, *named)).rowcount
+            leased += cursor.execute(statement, (lease_end, token, worker, now, *named)).rowcount
         if leased == len(ids):
             return None
         return {row[0] for row in cursor.execute(sql.CLAIMED_RAW, {"token": token, "lease_end": lease_end})}
@@ -418,8 +443,10 @@ class SqliteDriver:
     def bury(self, job_id: int, token: str, reason: str, now: float | None) -> None:
         self._hot.execute(sql.BURY, {"now": now, "reason": reason, "id": job_id, "token": token})
 
-    def complete(self, job: Job, now: float | None) -> bool:
-        return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
+    def complete(self, job: Job, now: float | None, result: str | None = None) -> bool:
+        if result is None:
+            return self._hot.execute(sql.COMPLETE, (now, job.id, job.lease_token)).rowcount == 1
+        return self._hot.execute(sql.COMPLETE_RESULT, (now, job.id, job.lease_token, result)).rowcount == 1
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         done: list[int] = []
@@ -464,8 +491,10 @@ class SqliteDriver:
         params = {"now": now, "delay": delay, "note": note, "id": job.id, "token": job.lease_token}
         return self._hot.execute(sql.PUT_BACK, params).rowcount == 1
 
-    def note_crash(self, worker: str, message: str, running: int | None, running_message: str) -> list[int]:
-        params = {"worker": worker, "message": message, "running": running}
+    def note_crash(
+        self, worker: str, message: str, running: int | None, running_message: str, now: float | None = None
+    ) -> list[int]:
+        params = {"worker": worker, "message": message, "running": running, "now": now}
         params["running_message"] = running_message
         return [row[0] for row in self._hot.execute(sql.NOTE_CRASH, params).fetchall()]
 
@@ -647,8 +676,9 @@ class SqliteDriver:
             return [tuple(row) for row in self._hot.execute(sql.THROUGHPUT, params)]
 
     def close(self) -> None:
-        if self._waiter is not None:
-            self._waiter.close()
+        for waiter in (self._waiter, self._finish_waiter):
+            if waiter is not None:
+                waiter.close()
         self.db.close()
 
 
@@ -704,7 +734,9 @@ def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable |
 
 
 def _record(row: sqlite3.Row) -> JobRecord:
-    return JobRecord(**{name: row[name] for name in sql.COLUMNS})
+    """A row as a JobRecord; a column a file opened as it is (schema=None) lacks is None."""
+    names = row.keys()
+    return JobRecord(**{name: row[name] for name in sql.COLUMNS if name in names})
 
 
 class _EffectGuard:

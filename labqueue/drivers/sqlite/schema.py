@@ -146,7 +146,8 @@ def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) ->
     (user_version 0) is a queue made before versions existed (version 1's shape), or one
     whose tables were made from sql.SCHEMA by hand (the course does): current, or version
     3's table if it was made from an sql.SCHEMA of before version 4 (the states CHECK an
-    IN list), or version 4's if made before version 5 (no concurrency columns)."""
+    IN list), version 4's if made before version 5 (no concurrency columns), or version 5's
+    if made before version 6 (no result columns)."""
     if version:
         return version
     columns = {row[1] for row in db.execute(sql.TABLE_INFO)}
@@ -155,7 +156,9 @@ def _versioned(db: sqlite3.Connection, version: int, *, unversioned: int = 1) ->
     _, create_sql = db.execute(sql.JOBS_OBJECT).fetchone()
     if f"({sql.STATES_IN_LIST})" in _checks(create_sql or ""):
         return sql.LAST_IN_LIST_VERSION
-    return sql.SCHEMA_VERSION if "concurrency_key" in columns else sql.LAST_KEYLESS_VERSION
+    if "concurrency_key" not in columns:
+        return sql.LAST_KEYLESS_VERSION
+    return sql.SCHEMA_VERSION if "attempt_log" in columns else sql.LAST_RESULTLESS_VERSION
 
 
 def _statements(script: str) -> list[str]:

@@ -83,7 +83,9 @@ CREATE TABLE IF NOT EXISTS {name} (
 """
 # Version 5's two columns, which ALTER TABLE adds to a table of version 4 (KEYS below).
 KEY_COLUMNS = ",\n    concurrency_key   TEXT,\n    concurrency_limit INTEGER"
-TABLE = TABLE_TEMPLATE.format(name="jobs", extra=KEY_COLUMNS, states=STATES_COMPARED)
+# Version 6's three columns (RESULTS below).
+RESULT_COLUMNS = ",\n    started_at        REAL,\n    result            TEXT,\n    attempt_log       TEXT"
+TABLE = TABLE_TEMPLATE.format(name="jobs", extra=KEY_COLUMNS + RESULT_COLUMNS, states=STATES_COMPARED)
 
 # The jobs of a named queue (not the default one): jobs_queue_ready's WHERE term, written
 # once and repeated word for word in the claims that use the index.
@@ -153,7 +155,37 @@ ALTER TABLE jobs ADD COLUMN concurrency_limit INTEGER;
     + KEY_HELD_INDEX
 )
 
-SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE + PAUSES
+# Schema version 6: what each job returned and how each of its attempts ended, kept on its
+# row (as River and Oban keep a job's errors) rather than in a table of attempts, which
+# would cost every job an INSERT and an index entry. `started_at`: when the claim of the
+# current (or last) attempt leased it; `result`: the handler's return value as JSON text
+# (NULL: it returned None, or the job is not done); `attempt_log`: a JSON array with one
+# object per attempt that ended other than done (failed, timed out, lease lost, cancelled,
+# given back), appended by the fenced statement that ends it. The done attempt is the row
+# itself (attempts, worker, started_at, finished_at): a plain completion writes nothing
+# more than before. jobs_archive keeps them (and the worker) too. The columns come last
+# and may be NULL: ALTER TABLE adds them, and a worker of an older labqueue runs beside.
+ARCHIVE_RESULT_COLUMNS = """
+ALTER TABLE jobs_archive ADD COLUMN worker TEXT;
+ALTER TABLE jobs_archive ADD COLUMN started_at REAL;
+ALTER TABLE jobs_archive ADD COLUMN result TEXT;
+ALTER TABLE jobs_archive ADD COLUMN attempt_log TEXT;
+"""
+RESULTS = (
+    """
+ALTER TABLE jobs ADD COLUMN started_at REAL;
+ALTER TABLE jobs ADD COLUMN result TEXT;
+ALTER TABLE jobs ADD COLUMN attempt_log TEXT;
+"""
+    + ARCHIVE_RESULT_COLUMNS
+)
+ARCHIVE_CURRENT = ARCHIVE.replace(
+    "    archived_at  REAL    NOT NULL\n",
+    "    archived_at  REAL    NOT NULL,\n    worker       TEXT,\n    started_at   REAL,\n"
+    "    result       TEXT,\n    attempt_log  TEXT\n",
+)
+
+SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE_CURRENT + PAUSES
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
@@ -177,8 +209,15 @@ BEGIN_READ = "BEGIN DEFERRED /* labqueue read */"
 # statements below).
 # Version 3 only adds the queue_pauses table. Version 4 rebuilds the table in the same way
 # to write the states CHECK as comparisons (TABLE_TEMPLATE says why); nothing else changes.
-# Version 5 adds the concurrency key and limit (KEYS).
-MIGRATIONS: tuple[str, ...] = (TABLE_V1 + INDEXES_V1, "rebuild_jobs_v2", PAUSES, "rebuild_jobs_v4", KEYS)
+# Version 5 adds the concurrency key and limit (KEYS); version 6 results and attempts (RESULTS).
+MIGRATIONS: tuple[str, ...] = (
+    TABLE_V1 + INDEXES_V1,
+    "rebuild_jobs_v2",
+    PAUSES,
+    "rebuild_jobs_v4",
+    KEYS,
+    RESULTS,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 # What each step does, for `labqueue migrate --dry-run` and `--status` (MIGRATION_NAMES[n]
 # takes a file from version n to n + 1).
@@ -188,9 +227,12 @@ MIGRATION_NAMES: tuple[str, ...] = (
     "the queue_pauses table",
     "the states CHECK as comparisons (the jobs table rebuilt, every row copied)",
     "the concurrency_key and concurrency_limit columns and the jobs_key_held index",
+    "the started_at, result and attempt_log columns (jobs and jobs_archive)",
 )
+assert len(MIGRATION_NAMES) == len(MIGRATIONS), "a migration without its name"
 LAST_IN_LIST_VERSION = 3  # the newest version whose states CHECK is STATES_IN_LIST
 LAST_KEYLESS_VERSION = 4  # the newest version without the concurrency columns
+LAST_RESULTLESS_VERSION = 5  # the newest version without the result columns
 
 V1_COLUMNS = (
     "id, kind, payload, state, attempts, max_attempts, visible_at, lease_token, worker, "
@@ -252,7 +294,14 @@ COLUMNS_V4: tuple[str, ...] = (  # what the version 4 rebuild copies
     "priority",
     "queue",
 )
-COLUMNS = (*COLUMNS_V4, "concurrency_key", "concurrency_limit")  # a job's record
+COLUMNS = (
+    *COLUMNS_V4,
+    "concurrency_key",
+    "concurrency_limit",
+    "started_at",
+    "result",
+    "attempt_log",
+)  # a job's record
 
 ENQUEUE = """
 INSERT INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at, priority, queue,
@@ -269,6 +318,40 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
+# -- the attempt log (schema version 6) ------------------------------------------------
+# One ended attempt appended to the row's attempt_log: its number, worker and start from
+# the row as it was (an UPDATE's expressions read the old row), with when and how it ended.
+def logged(
+    finished: str, outcome: str, error_class: str = "NULL", message: str = "NULL", trace: str = "NULL"
+) -> str:
+    """attempt_log with one attempt appended (each argument an SQL expression), in lines
+    short enough for the course's side-by-side columns."""
+    return (
+        "json_insert(COALESCE(jobs.attempt_log, '[]'), '$[#]', json_object(\n"
+        "           'attempt', jobs.attempts, 'worker', jobs.worker,\n"
+        f"           'started_at', jobs.started_at, 'finished_at', {finished},\n"
+        f"           'outcome', {outcome}, 'exception_class_path', {error_class},\n"
+        f"           'message', {message}, 'traceback', {trace}))"
+    )
+
+
+# A running row's attempt whose lease ran out, logged by whoever takes the job next (a
+# claim) or retires it: unless a supervisor's crash note logged that attempt already.
+NOTED = (
+    "json_extract(jobs.attempt_log, '$[#-1].outcome') = 'lease lost'\n"
+    "                AND json_extract(jobs.attempt_log, '$[#-1].attempt') = jobs.attempts"
+)
+
+
+def lease_lost(message: str = "NULL") -> str:
+    """attempt_log with a running row's lost lease appended (NOTED: unless logged already)."""
+    entry = logged("jobs.visible_at", "'lease lost'", message=message)
+    return (
+        f"CASE WHEN jobs.state <> 'running'\n            OR ({NOTED})\n"
+        f"           THEN jobs.attempt_log\n           ELSE {entry} END"
+    )
+
+
 # A retired job's error: the reason, then the error it had before (the newest text
 # first), cut to MAX_ERROR_CHARS however many times a job is requeued and retired.
 RETIRED_ERROR = (
@@ -281,7 +364,7 @@ RETIRED_ERROR = (
 RETIRE_EXHAUSTED = f"""
 UPDATE jobs
    SET state = 'dead', lease_token = NULL, finished_at = :now,
-       last_error = {RETIRED_ERROR}
+       last_error = {RETIRED_ERROR}, attempt_log = {lease_lost(":reason")}
  WHERE {EXHAUSTED} AND visible_at <= :now
 """
 
@@ -335,14 +418,16 @@ KEY_FREE = """(concurrency_key IS NULL
 LEASE_LIVE = "(concurrency_key IS NULL OR visible_at > ?1)"
 LEASE_LIVE_NAMED = "(concurrency_key IS NULL OR visible_at > :now)"
 
-_CLAIM = """
+_CLAIM = f"""
 UPDATE jobs
    SET state = 'running', attempts = attempts + 1,
-       visible_at = :lease_end, lease_token = :token, worker = :worker
+       visible_at = :lease_end, lease_token = :token, worker = :worker,
+       started_at = :now,
+       attempt_log = {lease_lost()}
  WHERE id IN (SELECT id FROM jobs
-               WHERE state IN ('queued', 'running') AND visible_at <= :now{scope}
-                 AND {key_free}
-               ORDER BY {order}
+               WHERE state IN ('queued', 'running') AND visible_at <= :now{{scope}}
+                 AND {{key_free}}
+               ORDER BY {{order}}
                LIMIT :limit)
 RETURNING id, kind, payload, attempts, max_attempts, lease_token,
           visible_at, concurrency_key, concurrency_limit
@@ -387,16 +472,18 @@ _READY_ROWS_RAW = _ready_rows(
     f" max_attempts, {_EXHAUSTED_DUE}, concurrency_key, concurrency_limit"
 )
 
-_CLAIM_IDS = """
+_CLAIM_IDS = f"""
 UPDATE jobs
-   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?
- WHERE id IN ({ids}) AND state IN ('queued', 'running')
+   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?,
+       started_at = ?,
+       attempt_log = {lease_lost()}
+ WHERE id IN ({{ids}}) AND state IN ('queued', 'running')
 """
 
 
 @functools.lru_cache(maxsize=64)
 def claim_ids(count: int) -> str:
-    """CLAIM_IDS for `count` ids: parameters (lease_end, token, worker, id, id, ...)."""
+    """CLAIM_IDS for `count` ids: parameters (lease_end, token, worker, now, id, id, ...)."""
     return _CLAIM_IDS.format(ids=", ".join("?" * count))
 
 
@@ -407,9 +494,11 @@ CLAIM_IDS = claim_ids(1)  # its shape, as the course's tables show it
 # `id BETWEEN first AND last` names exactly the rows the IN list would, so nothing changes
 # but the work: SQLite builds a temporary index of an IN list's values and then seeks
 # each one, where a range is one seek and a walk along the table.
-CLAIM_ID_RUN = """
+CLAIM_ID_RUN = f"""
 UPDATE jobs
-   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?
+   SET state = 'running', attempts = attempts + 1, visible_at = ?, lease_token = ?, worker = ?,
+       started_at = ?,
+       attempt_log = {lease_lost()}
  WHERE id BETWEEN ? AND ? AND state IN ('queued', 'running')
 """
 
@@ -478,10 +567,10 @@ SELECT concurrency_key, COUNT(*) FROM jobs
 
 # A claimed job the worker never started (a warm stop in the middle of a batch): back to
 # queued and ready now, its attempt given back, as if it had never been claimed. Fenced.
-RELEASE = """
+RELEASE = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = :now,
-       lease_token = NULL, worker = NULL
+       lease_token = NULL, worker = NULL, attempt_log = {logged(":now", "'given back'")}
  WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
@@ -528,6 +617,9 @@ UPDATE jobs
    SET state = 'done', finished_at = ?1, lease_token = NULL
  WHERE id = ?2 AND lease_token = ?3 AND state = 'running' AND {LEASE_LIVE}
 """
+# A completion with a return value (schema version 6): the value stored with the done
+# state, under the same fence; ?4 is the value as JSON text.
+COMPLETE_RESULT = COMPLETE.replace("lease_token = NULL\n", "lease_token = NULL, result = ?4\n", 1)
 
 # Group commit's plain completions: every job of one claim (one token) in one statement,
 # each still fenced by the token; the ids come back for the ones that were still ours.
@@ -578,7 +670,8 @@ UPDATE jobs
        visible_at  = CASE WHEN :final OR attempts >= max_attempts THEN visible_at ELSE :retry_at END,
        finished_at = CASE WHEN :final OR attempts >= max_attempts THEN :now END,
        lease_token = NULL,
-       last_error  = substr(:error, 1, {MAX_ERROR_CHARS})
+       last_error  = substr(:error, 1, {MAX_ERROR_CHARS}),
+       attempt_log = {logged(":now", ":outcome", ":error_class", ":message", ":traceback")}
  WHERE id = :id AND lease_token = :token AND state = 'running' AND {LEASE_LIVE_NAMED}
 RETURNING state
 """
@@ -678,9 +771,10 @@ COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"
 # same write transaction.
 JOB_STATE = "SELECT state FROM jobs WHERE id = ?"
 
-CANCEL = """
+CANCEL = f"""
 UPDATE jobs
-   SET state = 'cancelled', finished_at = :now, lease_token = NULL
+   SET state = 'cancelled', finished_at = :now, lease_token = NULL,
+       attempt_log = CASE WHEN state = 'running' THEN {logged(":now", "'cancelled'")} ELSE attempt_log END
  WHERE id = :id AND state IN ('queued', 'running')
 """
 
@@ -701,9 +795,11 @@ PURGE = "DELETE FROM jobs" + PURGE_WHERE
 PURGE_ARCHIVE = (
     """
 INSERT INTO jobs_archive (id, kind, payload, state, attempts, max_attempts, last_error,
-                          dedupe_key, created_at, finished_at, priority, queue, archived_at)
+                          dedupe_key, created_at, finished_at, priority, queue, archived_at,
+                          worker, started_at, result, attempt_log)
 SELECT id, kind, payload, state, attempts, max_attempts, last_error,
-       dedupe_key, created_at, finished_at, priority, queue, :now
+       dedupe_key, created_at, finished_at, priority, queue, :now,
+       worker, started_at, result, attempt_log
   FROM jobs"""
     + PURGE_WHERE
     + "ON CONFLICT (id) DO NOTHING\n"
@@ -738,7 +834,9 @@ PAUSED = "SELECT queue, paused_at, reason FROM queue_pauses ORDER BY queue"
 # -- operating a fleet (issue 23) ----------------------------------------------------
 # A job whose kind this worker has no handler for: given back with its attempt returned,
 # hidden for :delay seconds (so no worker spins on it), and a note of why in last_error.
-# Fenced like RELEASE: only a row this claim still holds.
+# Fenced like RELEASE: only a row this claim still holds. Its attempt log is left alone: the
+# handler never ran, and a job waiting for a worker that knows its kind is given back again
+# and again.
 PUT_BACK = f"""
 UPDATE jobs
    SET state = 'queued', attempts = attempts - 1, visible_at = :now + :delay,
@@ -750,10 +848,12 @@ UPDATE jobs
 # that worker's name (a job another worker has taken over since is left alone); the job
 # whose handler was running (:running, when the supervisor knows it) gets a note of its
 # own. The lease is untouched: the job goes to another worker when it ends, as before.
+_NOTE = f"substr(CASE WHEN id = :running THEN :running_message ELSE :message END, 1, {MAX_ERROR_CHARS})"
 NOTE_CRASH = f"""
 UPDATE jobs
-   SET last_error = substr(CASE WHEN id = :running THEN :running_message ELSE :message END,
-                           1, {MAX_ERROR_CHARS})
+   SET last_error = {_NOTE},
+       attempt_log = CASE WHEN {NOTED} THEN attempt_log
+                          ELSE {logged(":now", "'lease lost'", message=_NOTE)} END
  WHERE state IN ('queued', 'running') AND state = 'running' AND worker = :worker
 RETURNING id
 """
