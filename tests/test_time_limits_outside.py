@@ -164,11 +164,7 @@ def patient(job, q):
 
 @pytest.mark.slow
 def test_a_real_worker_tells_its_running_handler_that_its_job_was_cancelled(tmp_path, monkeypatch):
-    folder = tmp_path / "app"
-    folder.mkdir()
-    (folder / f"{CANCEL_APP}.py").write_text(textwrap.dedent(CANCEL_SOURCE))
-    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    install_app(tmp_path, monkeypatch, CANCEL_APP, CANCEL_SOURCE)
     path = str(tmp_path / "jobs.db")
     lease = 1.5
     with open_queue(path) as q:
