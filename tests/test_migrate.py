@@ -62,6 +62,7 @@ def test_dry_run_and_status_say_what_is_pending_and_change_nothing(tmp_path):
     assert f"{path}: schema version 3 (this labqueue runs on {sql.SCHEMA_VERSION}" in dry.stdout
     assert "pending version 4 (expand): the states CHECK" in dry.stdout
     assert "pending version 5 (expand): the concurrency_key" in dry.stdout
+    assert "pending version 6 (expand): the started_at, result and attempt_log" in dry.stdout
     assert labqueue("migrate", str(path), "--status").stdout == dry.stdout
     assert file_bytes(path) == before
     done = labqueue("migrate", str(path))
@@ -111,8 +112,8 @@ def test_a_sqlite_migration_waits_for_the_write_lock_and_tries_again(tmp_path):
     threading.Timer(0.6, lambda: holder.execute("COMMIT")).start()
     plan = migrate(path, lock_timeout=0.1, say=said.append)
     holder.close()
-    assert [v for v, _, _ in plan.steps] == [4, 5]
-    assert any("trying again" in line for line in said) and said[-1].startswith("applied version 5")
+    assert [v for v, _, _ in plan.steps] == [4, 5, 6]
+    assert any("trying again" in line for line in said) and said[-1].startswith("applied version 6")
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------
@@ -141,13 +142,13 @@ def test_postgresql_readers_refuse_an_older_schema_and_migrate_records_its_versi
     with pytest.raises(SchemaTooOld, match=r"lacks labqueue schema version 5 .* run `labqueue migrate"):
         open_queue(pg_url, schema=schema, create=False)
     plan = migrate(pg_url, schema=schema, dry_run=True)
-    assert [v for v, _, _ in plan.steps] == [5] and plan.applied == (1, 2, 3, 4, 6, 7)
+    assert [v for v, _, _ in plan.steps] == [5] and plan.applied == (1, 2, 3, 4, 6, 7, 8)
     migrate(pg_url, schema=schema)
     with open_queue(pg_url, schema=schema) as q:
         versions = [
             row[0] for row in q.db.execute("SELECT version FROM labqueue_migrations ORDER BY version")
         ]
-        assert versions == [1, 2, 3, 4, 5, 6, 7]
+        assert versions == [1, 2, 3, 4, 5, 6, 7, 8]
         assert q.claim_next("w").kind == "old"
     assert migrate(pg_url, schema=schema).steps == ()
 

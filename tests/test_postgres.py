@@ -145,7 +145,7 @@ def test_the_dedupe_index_comes_beside_the_constraint_and_the_constraint_goes_on
         assert constraints(q) == [("jobs_dedupe_key_key",)]
         assert q.enqueue("t", {}, dedupe_key="k") is None
     plan = migrate(pg_url, schema=schema)
-    assert [step[0] for step in plan.steps] == [6]  # the expand step only
+    assert [step[0] for step in plan.steps] == [7]  # the expand step only
     with PgJobQueue(pg_url, schema=schema) as q:
         assert constraints(q) == [("jobs_dedupe_key_key",)]
         assert q.db.execute("SELECT to_regclass('jobs_dedupe_key') IS NOT NULL").fetchone()[0]
@@ -155,12 +155,12 @@ def test_the_dedupe_index_comes_beside_the_constraint_and_the_constraint_goes_on
             " VALUES ('t', '{}', 0, 0, 'old') ON CONFLICT (dedupe_key) DO NOTHING"
         )
         assert q.enqueue("t", {}, dedupe_key="old") is None
-    assert [step[0] for step in migrate(pg_url, schema=schema, contract=True).steps] == [7]
+    assert [step[0] for step in migrate(pg_url, schema=schema, contract=True).steps] == [8]
     with PgJobQueue(pg_url, schema=schema) as q:
         assert constraints(q) == []
         assert q.enqueue("t", {}, dedupe_key="k") is None and q.enqueue("t", {}, dedupe_key="j") is not None
         applied = [row[0] for row in q.db.execute("SELECT version FROM labqueue_migrations ORDER BY version")]
-        assert applied == [1, 2, 3, 4, 5, 6, 7]
+        assert applied == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_a_foreign_jobs_table_is_refused_and_left_alone(pg_url, schema):

@@ -26,6 +26,7 @@ from labqueue import (
 )
 from labqueue.core import MAX_RESULT_CHARS, MAX_TRACEBACK_CHARS, Finished, exception_details
 from labqueue.drivers.sqlite import sql as sqlite_sql
+from labqueue.migrate import migrate
 from labqueue.pool import WorkerPool
 from labqueue.worker import StopFlag, run_handler, work_batch
 
@@ -373,6 +374,9 @@ def test_a_version_5_file_gains_the_columns_and_its_done_jobs_read_back(tmp_path
         " VALUES ('k', '{}', 'done', 1, 0, 'old', 0, 1)"
     )
     db.close()
+    with pytest.raises(labqueue.SchemaTooOld):  # opening never migrates: labqueue migrate does
+        labqueue.JobQueue(path, wake=False)
+    assert [v for v, _, _ in migrate(path).steps] == [6]
     with labqueue.JobQueue(path, wake=False) as q:
         assert q.db.execute("PRAGMA user_version").fetchone()[0] == sqlite_sql.SCHEMA_VERSION
         result = q.result(1)  # done by a worker from before results: it returned None

@@ -182,7 +182,7 @@ def test_old_producers_and_workers_run_beside_new_workers_through_migrate(releas
 
     contracted = migrate(location, contract=True)  # the old processes have stopped
     if location.startswith("postgresql://"):
-        assert [step[0] for step in contracted.steps] == [7]
+        assert [step[0] for step in contracted.steps] == [8]
         with open_queue(location) as q:
             assert q.enqueue("ledgered", {}, dedupe_key="job-0") is None  # dedupe still holds
     else:
