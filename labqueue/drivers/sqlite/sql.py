@@ -327,7 +327,8 @@ def logged(
     """attempt_log with one attempt appended (each argument an SQL expression), in lines
     short enough for the course's side-by-side columns."""
     return (
-        "json_insert(COALESCE(jobs.attempt_log, '[]'), '$[#]', json_object(\n"
+        "json_insert(COALESCE(jobs.attempt_log, '[]'), '$[#]',\n"
+        "           json_object(\n"
         "           'attempt', jobs.attempts, 'worker', jobs.worker,\n"
         f"           'started_at', jobs.started_at, 'finished_at', {finished},\n"
         f"           'outcome', {outcome}, 'exception_class_path', {error_class},\n"
@@ -338,8 +339,10 @@ def logged(
 # A running row's attempt whose lease ran out, logged by whoever takes the job next (a
 # claim) or retires it: unless a supervisor's crash note logged that attempt already.
 NOTED = (
-    "json_extract(jobs.attempt_log, '$[#-1].outcome') = 'lease lost'\n"
-    "                AND json_extract(jobs.attempt_log, '$[#-1].attempt') = jobs.attempts"
+    "json_extract(jobs.attempt_log, '$[#-1].outcome')\n"
+    "                = 'lease lost'\n"
+    "                AND json_extract(jobs.attempt_log, '$[#-1].attempt')\n"
+    "                = jobs.attempts"
 )
 
 
