@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 LABQUEUE = [sys.executable, "-m", "labqueue"]
@@ -132,3 +133,42 @@ def install_app(tmp_path: Path, monkeypatch, name: str, source: str) -> Path:
     paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     return folder
+
+
+LEDGER = "CREATE TABLE IF NOT EXISTS ledger (job_id INTEGER NOT NULL, attempt INTEGER NOT NULL)"
+
+
+def ledgered_location(request, tmp_path: Path) -> Iterator[str]:
+    """For a fixture parametrized "sqlite"/"postgres": a queue with a ledger table, as a file
+    or on a database of its own on the session's server."""
+    from labqueue import open_queue
+
+    if request.param == "sqlite":
+        path = str(tmp_path / "jobs.db")
+        with open_queue(path) as q:
+            q.db.execute(LEDGER)
+        yield path
+        return
+    from labqueue.postgres.server import fresh_database
+
+    with fresh_database(request.getfixturevalue("pg_url")) as url:
+        with open_queue(url) as q:
+            q.db.execute(LEDGER)
+        yield url
+
+
+def default_schema_location(request, tmp_path: Path) -> Iterator[str]:
+    """For a fixture parametrized "sqlite"/"postgres": a new file, or the session's server
+    with its default schema (labqueue, which workers started without --schema open) dropped
+    before and after."""
+    from labqueue import open_queue
+
+    if request.param == "sqlite":
+        yield str(tmp_path / "jobs.db")
+        return
+    url = request.getfixturevalue("pg_url")
+    with open_queue(url) as q:
+        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
+    yield url
+    with open_queue(url) as q:
+        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")

@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+from cli_helpers import default_schema_location
 
 from labqueue import open_queue
 from labqueue.demo.handlers import DEMO_HANDLERS, RUNS_TABLE, most_at_once
@@ -21,15 +22,7 @@ JOBS, KEYS, LIMIT, WORKERS = 2000, 20, 2, 8
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request, tmp_path):
-    if request.param == "sqlite":
-        yield str(tmp_path / "jobs.db")
-        return
-    url = request.getfixturevalue("pg_url")  # workers open the default schema, labqueue
-    with open_queue(url) as q:
-        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
-    yield url
-    with open_queue(url) as q:
-        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
+    yield from default_schema_location(request, tmp_path)  # workers open the default schema
 
 
 def test_eight_workers_never_run_more_than_the_limit_of_a_key(location, monkeypatch):

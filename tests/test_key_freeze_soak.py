@@ -14,6 +14,7 @@ import signal
 import time
 
 import pytest
+from cli_helpers import default_schema_location
 
 from labqueue import open_queue
 from labqueue.demo.handlers import DEMO_HANDLERS, RUNS_TABLE, most_at_once
@@ -33,15 +34,7 @@ def signal_if_alive(pid: int, signum: int) -> None:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request, tmp_path):
-    if request.param == "sqlite":
-        yield str(tmp_path / "jobs.db")
-        return
-    url = request.getfixturevalue("pg_url")  # workers open the default schema, labqueue
-    with open_queue(url) as q:
-        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
-    yield url
-    with open_queue(url) as q:
-        q.db.execute("DROP SCHEMA IF EXISTS labqueue CASCADE")
+    yield from default_schema_location(request, tmp_path)  # workers open the default schema
 
 
 def test_workers_frozen_past_their_lease_never_take_a_key_past_its_limit(location, monkeypatch):

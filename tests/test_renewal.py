@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import install_app, wait_for
+from cli_helpers import LEDGER, install_app, ledgered_location, wait_for
 
 import labqueue
 from labqueue import handlers as registry
@@ -403,7 +403,6 @@ def plain_stuck(job, q):
 def noop(job, q):
     return ledger_effect(job)
 """
-LEDGER = "CREATE TABLE IF NOT EXISTS ledger (job_id INTEGER NOT NULL, attempt INTEGER NOT NULL)"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -419,18 +418,7 @@ def location(request, tmp_path):
 
 def _location(request, tmp_path):
     """A queue with a ledger, as a file or on a database of its own on the session's server."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "jobs.db")
-        with open_queue(path) as q:
-            q.db.execute(LEDGER)
-        yield path
-        return
-    from labqueue.postgres.server import fresh_database
-
-    with fresh_database(request.getfixturevalue("pg_url")) as url:
-        with open_queue(url) as q:
-            q.db.execute(LEDGER)
-        yield url
+    yield from ledgered_location(request, tmp_path)
 
 
 @pytest.fixture

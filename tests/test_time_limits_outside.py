@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import install_app, wait_for
+from cli_helpers import install_app, ledgered_location, wait_for
 
 from labqueue import open_queue
 from labqueue.pool import WorkerPool
@@ -42,24 +42,12 @@ def regex(job, q):
         re.match(r"(a+)+$", "a" * 40 + "!")
     return ledger_effect(job)
 """
-LEDGER = "CREATE TABLE IF NOT EXISTS ledger (job_id INTEGER NOT NULL, attempt INTEGER NOT NULL)"
 LIMIT = 1.0
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def location(request, tmp_path):
-    if request.param == "sqlite":
-        path = str(tmp_path / "jobs.db")
-        with open_queue(path) as q:
-            q.db.execute(LEDGER)
-        yield path
-        return
-    from labqueue.postgres.server import fresh_database
-
-    with fresh_database(request.getfixturevalue("pg_url")) as url:
-        with open_queue(url) as q:
-            q.db.execute(LEDGER)
-        yield url
+    yield from ledgered_location(request, tmp_path)
 
 
 @pytest.fixture
