@@ -82,7 +82,10 @@ def test_an_operator_finds_a_job_and_requeues_a_dead_one(browser, make_queue):
             page.click("nav >> text=Jobs")
             page.fill("input[name=kind]", "invoice")
             page.click("form.filters button")
+            page.wait_for_url(re.compile(r".*kind=invoice.*"))  # the filtered page, loaded:
+            page.wait_for_load_state("load")  # a click does not wait for the navigation it starts
             rows = page.locator("table.jobs tbody tr")
+            rows.first.wait_for(state="attached")
             assert rows.count() == 1
             rows.first.locator("a").click()
             assert page.url.endswith(f"/jobs/{invoice}")
