@@ -20,7 +20,6 @@ from .core import (
     Job,
     JobRecord,
     Purged,
-    Queue,
     backoff_ceiling,
     batch_size,
     every_key,
@@ -37,6 +36,7 @@ from .drivers.sqlite import sql
 from .drivers.sqlite.driver import BUSY_SLICE, SYNCHRONOUS_LEVELS, SqliteDriver
 from .drivers.sqlite.schema import SQLITE_HEADER, check_writable, run_migration
 from .errors import CannotOpen
+from .roles import Queue
 
 __all__ = [
     "BUSY_SLICE",
@@ -82,8 +82,8 @@ def writable(path: str | os.PathLike[str]) -> bool:
 class JobQueue(Queue):
     """The queue on one SQLite file. Open one per process or thread; it is not shared.
 
-    The rules (labqueue.core.Queue) are the same on every backend; what is SQLite's
-    (the busy wait, the effect guard; the file checks and migrations) is the driver's,
+    The rules (labqueue.core, applied by labqueue.roles.Queue) are the same on every backend;
+    what is SQLite's (the busy wait, the effect guard; the file checks and migrations) is the driver's,
     labqueue.drivers.sqlite (driver.py, schema.py; its SQL in sql.py).
 
     Opening a file: a new path becomes a queue. An SQLite file without a `jobs` table

@@ -12,9 +12,10 @@ import uuid
 import pytest
 
 from labqueue import FakeClock, InvalidArgument, KeepAlive, QueueBusy, cli
-from labqueue.core import Finished, Job, Queue
+from labqueue.core import Finished, Job
 from labqueue.errors import CannotOpen, ConnectionLost, ForeignJobsTable
 from labqueue.pool import QUICK_CRASHES_FREE, RESTART_CAP, restart_delay
+from labqueue.roles import Queue
 from labqueue.validate import MAX_KEY_BYTES, MAX_NAME_BYTES
 
 

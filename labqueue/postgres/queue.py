@@ -9,12 +9,13 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql as pg_sql
 
-from ..core import Clock, Queue, settings
+from ..core import Clock, settings
 from ..drivers.postgres import sql
 from ..drivers.postgres.driver import PgDriver
 from ..drivers.postgres.schema import DEFAULT_SCHEMA, SCHEMA_NAME
 from ..errors import InvalidArgument
 from ..redaction import redact
+from ..roles import Queue
 
 __all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema"]
 

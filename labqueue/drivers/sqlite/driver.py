@@ -33,6 +33,7 @@ from ...core import (
     NewJobs,
     PurgeWindow,
     Scope,
+    SettleInOneCall,
     Unreadable,
     batch_size,
     keys_of,
@@ -67,6 +68,10 @@ T = TypeVar("T")
 class SqliteDriver:
     """One SQLite file, opened (and created or upgraded) for one queue, as JobQueue's
     docstring describes. Open one per process or thread; a connection is not shared."""
+
+    # No settle in one call of its own: a SQLite transaction is in-process already, and the
+    # queue's settle runs its statements in one (Driver.settle_in_one_call).
+    settle_in_one_call: SettleInOneCall | None = None
 
     def __init__(
         self,

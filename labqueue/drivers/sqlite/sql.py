@@ -590,7 +590,7 @@ SELECT id, CAST(kind AS BLOB), typeof(kind), CAST(payload AS BLOB), typeof(paylo
 """
 
 # The rows leased under one claim's token, still running: what a claim whose reply was
-# lost had taken (core.Queue.settle, again=True). Through jobs_ready's live rows; the
+# lost had taken (roles.settling: settle, again=True). Through jobs_ready's live rows; the
 # rare path only.
 _BY_TOKEN = """
   FROM jobs INDEXED BY jobs_ready
