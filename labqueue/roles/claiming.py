@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import validate
+from .. import core, validate
 from ..core import (
     CLAIMED_KEY,
     LAST_ATTEMPT_EXPIRED,
@@ -15,7 +15,6 @@ from ..core import (
     Job,
     Scope,
     keys_of,
-    new_token,
     within_limits,
 )
 from ..stored import MAX_ERROR_CHARS, decode_payload, describe_unreadable
@@ -86,7 +85,8 @@ class Claiming(QueueBase):
     def _claim_params(self, worker: str, limit: int, scope: Scope, token: str | None = None) -> Claim:
         now = self._now()
         lease_end = None if now is None else now + self.lease_seconds
-        token = new_token() if token is None else validate.text("claim_token", token)
+        # core.new_token, looked up at each claim: every claim's token comes from that one place
+        token = core.new_token() if token is None else validate.text("claim_token", token)
         return Claim(scope, now, self.lease_seconds, lease_end, token, worker, limit, LAST_ATTEMPT_EXPIRED)
 
     def _claimed(self, claim: Claim, *, batch: bool) -> list[Job]:
