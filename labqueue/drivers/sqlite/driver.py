@@ -3,8 +3,8 @@ its wake-up channel (labqueue/wakeup.py). The rules it serves live in labqueue/c
 the file's checks and its schema's migrations in schema.py, beside this module.
 
 What is SQLite's own is here: BEGIN IMMEDIATE with a busy wait Python can interrupt, the
-authorizer that keeps an effect from ending the transaction, and reading rows whose text
-another program stored as invalid UTF-8.
+authorizer that keeps an effect from ending the transaction (effects.py), and reading rows
+whose text another program stored as invalid UTF-8 (rows.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -34,7 +34,6 @@ from ...core import (
     PurgeWindow,
     Scope,
     SettleInOneCall,
-    Unreadable,
     batch_size,
     keys_of,
     translated,
@@ -43,6 +42,8 @@ from ...core import (
 from ...errors import CannotOpen, EffectEndedTransaction, InvalidArgument, QueueNotFound
 from ...versions import require_returning
 from . import sql
+from .effects import EffectGuard, effect_message
+from .rows import lenient_text, naming, raw_text, record, sqlite_params
 from .schema import (
     check_existing,
     check_is_sqlite_file,
@@ -141,7 +142,7 @@ class SqliteDriver:
         self._own_cursor = self.db.cursor()  # BEGIN, COMMIT and ROLLBACK: no new cursor each time
         # Consulted by SQLite only when it prepares a statement, so it costs the cached
         # statements of the hot path nothing.
-        self._guard = _EffectGuard()
+        self._guard = EffectGuard()
         self.db.set_authorizer(self._guard)
         try:
             self._retry_busy(lambda: self._open(schema, level, create))
@@ -352,11 +353,11 @@ class SqliteDriver:
     # -- claiming and reporting ----------------------------------------------------
 
     def ready(self, scope: Scope, now: float | None) -> bool:
-        params = _sqlite_params({"now": now, **scope.params()})
+        params = sqlite_params({"now": now, **scope.params()})
         return bool(self._hot.execute(sql.READY_PROBE_IN[scope.name], params).fetchall())
 
     def next_due(self, scope: Scope) -> float | None:
-        return self._hot.execute(sql.NEXT_DUE_IN[scope.name], _sqlite_params(scope.params())).fetchone()[0]
+        return self._hot.execute(sql.NEXT_DUE_IN[scope.name], sqlite_params(scope.params())).fetchone()[0]
 
     def claim(self, claim: Claim, *, batch: bool) -> list[tuple]:
         """Retire exhausted leases and lease up to `limit` rows: claim() retires, then runs
@@ -364,7 +365,7 @@ class SqliteDriver:
         rows, retires only if they say a lease on a last attempt ran out (or none is
         ready), and leases the leading run never handed out, or one job handed out before
         (READY_ROWS, then CLAIM_IDS or CLAIM_ID_RUN: see sql.py)."""
-        params, scope = _sqlite_params(claim.params()), claim.scope.name
+        params, scope = sqlite_params(claim.params()), claim.scope.name
         if not batch:
             self._retire(params)
             return self._claimed(sql.CLAIM_IN[scope], params)
@@ -414,7 +415,7 @@ class SqliteDriver:
         otherwise (something beside labqueue, a trigger on jobs, kept a row from
         changing) the ids that now hold this claim's token, which is new."""
         leased, cursor = 0, self._hot
-        for statement, named in _naming(ids, sql.claim_ids, sql.CLAIM_ID_RUN):
+        for statement, named in naming(ids, sql.claim_ids, sql.CLAIM_ID_RUN):
             leased += cursor.execute(statement, (lease_end, token, worker, now, *named)).rowcount
         if leased == len(ids):
             return None
@@ -439,7 +440,7 @@ class SqliteDriver:
             if "decode" not in str(exc):
                 raise
         return [
-            (job_id, _raw_text(kind, kind_type), _raw_text(payload, payload_type), *rest)
+            (job_id, raw_text(kind, kind_type), raw_text(payload, payload_type), *rest)
             for job_id, kind, kind_type, payload, payload_type, *rest in self._hot.execute(
                 raw_statement, raw_params
             )
@@ -455,7 +456,7 @@ class SqliteDriver:
 
     def complete_many(self, ids: list[int], token: str, now: float | None) -> list[int]:
         done: list[int] = []
-        for statement, named in _naming(ids, sql.complete_many, sql.COMPLETE_ID_RUN):
+        for statement, named in naming(ids, sql.complete_many, sql.COMPLETE_ID_RUN):
             done += [row[0] for row in self._hot.execute(statement, (now, *named, token))]
         return done
 
@@ -472,12 +473,12 @@ class SqliteDriver:
             effect(self.db)
         except sqlite3.DatabaseError as exc:
             if guard.refused:
-                raise EffectEndedTransaction(_effect_message(job)) from exc
+                raise EffectEndedTransaction(effect_message(job)) from exc
             raise
         finally:
             guard.active = False
         if guard.refused or not self.db.in_transaction:
-            raise EffectEndedTransaction(_effect_message(job))
+            raise EffectEndedTransaction(effect_message(job))
 
     def fail(self, failure: Failure) -> Literal["queued", "dead"] | None:
         row = self._hot.execute(sql.FAIL, failure.params()).fetchone()
@@ -615,7 +616,7 @@ class SqliteDriver:
     def job(self, job_id: int) -> JobRecord | None:
         with self._lenient_text():
             row = self.db.execute(sql.JOB, (job_id,)).fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else record(row)
 
     def jobs(self, chosen: JobFilter) -> list[JobRecord]:
         states, limit = chosen.states, chosen.limit
@@ -632,13 +633,13 @@ class SqliteDriver:
             "before": validate.MAX_SQLITE_INT if chosen.before is None else chosen.before,
         }
         with self._lenient_text():
-            return [_record(row) for row in self.db.execute(statement, params)]
+            return [record(row) for row in self.db.execute(statement, params)]
 
     @contextmanager
     def _lenient_text(self) -> Iterator[None]:
         """Read any row, even one whose text another program stored as invalid UTF-8
         (its bad bytes shown as escapes): rows read back are for people to look at."""
-        self.db.text_factory = _lenient_text
+        self.db.text_factory = lenient_text
         try:
             yield
         finally:
@@ -702,89 +703,6 @@ class _Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         self._driver._end(failed=kind is not None)
-
-
-def _naming(ids: list[int], listed: Callable[[int], str], ranged: str) -> list[tuple[str, Sequence[int]]]:
-    """`ids` in chunks of at most sql.IDS_PER_STATEMENT, each with the statement that names
-    it: `ranged` and (first, last) for a run of consecutive ids (sql.id_run), otherwise
-    `listed(count)` and the ids themselves."""
-    named: list[tuple[str, Sequence[int]]] = []
-    for start in range(0, len(ids), sql.IDS_PER_STATEMENT):
-        chunk = ids[start : start + sql.IDS_PER_STATEMENT]
-        run = sql.id_run(chunk)
-        named.append((listed(len(chunk)), chunk) if run is None else (ranged, run))
-    return named
-
-
-def _sqlite_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Lists of queue names travel to SQLite as JSON arrays (read with json_each): `params`
-    (a fresh dict, from a record's params()) with them converted in place."""
-    for name in ("queues", "paused"):
-        names = params[name]
-        if names is not None:  # the common case is neither: nothing to convert
-            params[name] = json.dumps(names)
-    return params
-
-
-def _raw_text(value: bytes | None, stored_as: str) -> str | bytes | Unreadable | None:
-    """A column read as bytes: its text if it is valid UTF-8 text, else what it is."""
-    if stored_as == "blob":
-        return value
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Unreadable(f"stored as text that is not valid UTF-8 ({exc.reason} at byte {exc.start})")
-
-
-def _record(row: sqlite3.Row) -> JobRecord:
-    """A row as a JobRecord; a column a file opened as it is (schema=None) lacks is None."""
-    names = row.keys()
-    return JobRecord(**{name: row[name] for name in sql.COLUMNS if name in names})
-
-
-class _EffectGuard:
-    """The connection's SQLite authorizer. While an effect runs, a statement that would
-    begin, commit or roll back a transaction is denied as SQLite prepares it (savepoints
-    are allowed: they nest inside our transaction).
-
-    SQLite asks only when it prepares a statement, and sqlite3 caches prepared
-    statements by their text. labqueue's own BEGIN, COMMIT and ROLLBACK have texts of
-    their own, so an effect's "COMMIT" is never one of ours from the cache; and when
-    anyone else prepares a transaction statement on this connection (`stale`), the next
-    effect first re-installs the authorizer, which makes SQLite prepare every statement
-    afresh, so that cached one is asked about too."""
-
-    __slots__ = ("active", "ours", "refused", "stale")
-
-    def __init__(self) -> None:
-        self.active = False
-        self.ours = False
-        self.refused = False
-        self.stale = False
-
-    def __call__(self, action: int, *_: object) -> int:
-        if action == sqlite3.SQLITE_TRANSACTION:
-            if self.active:
-                self.refused = True
-                return sqlite3.SQLITE_DENY
-            if not self.ours:
-                self.stale = True
-        return sqlite3.SQLITE_OK
-
-
-def _effect_message(job: Job) -> str:
-    return (
-        f"the effect of job {job.id} ({job.kind!r}) tried to begin, commit or roll back a "
-        "transaction itself (COMMIT, ROLLBACK, BEGIN, executescript() or db.commit()): labqueue "
-        "commits an effect's writes together with the job's done state, so the completion and "
-        "the effect's writes were rolled back and the job is still leased"
-    )
-
-
-def _lenient_text(data: bytes) -> str:
-    return data.decode("utf-8", "backslashreplace")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

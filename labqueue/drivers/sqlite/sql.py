@@ -189,7 +189,7 @@ SCHEMA = TABLE + INDEXES + KEY_HELD_INDEX + ARCHIVE_CURRENT + PAUSES
 
 # The queue's own transaction statements. Their texts are labqueue's alone, so that an
 # effect's own "COMMIT" is never served from sqlite3's statement cache as one of these
-# (see drivers/sqlite/driver.py, _EffectGuard).
+# (see drivers/sqlite/effects.py, EffectGuard).
 BEGIN = "BEGIN IMMEDIATE /* labqueue */"
 COMMIT = "COMMIT /* labqueue */"
 ROLLBACK = "ROLLBACK /* labqueue */"
