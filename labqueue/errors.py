@@ -71,7 +71,12 @@ class StorageFull(LabqueueError):
 
 class EffectEndedTransaction(LabqueueError):
     """A completion's effect committed, rolled back or began a transaction itself; the
-    completion and the effect's writes were rolled back together."""
+    completion and the effect's writes were rolled back together. `job_id` names the job
+    whose effect it was, so a worker reporting a batch fails that job and no other."""
+
+    def __init__(self, message: str, job_id: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class NoHandlers(LabqueueError):
