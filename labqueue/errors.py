@@ -1,5 +1,10 @@
 """The errors labqueue raises. Each says what was wrong and with which value."""
 
+from __future__ import annotations
+
+import sqlite3
+import sys
+
 
 class LabqueueError(Exception):
     """Base class for every error labqueue raises on purpose."""
@@ -113,3 +118,10 @@ class NoResult(LabqueueError):
 
 class WaitTimedOut(LabqueueError, TimeoutError):
     """A wait for a job to finish ran out of time; the job is still queued or running."""
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is a driver's own error, one labqueue has no name for: sqlite3's, or
+    psycopg's when it is loaded (not imported here: it is an optional extra)."""
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, sqlite3.Error) or (psycopg is not None and isinstance(exc, psycopg.Error))

@@ -39,7 +39,7 @@ from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
 from .errors import EffectEndedTransaction, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns
-from .joblog import configure_logging, job_fields, queue_of
+from .joblog import configure_logging, job_fields, outcome_words, queue_of
 from .queue import Finished, Job, JobQueue
 from .reconnect import Reconnector
 from .redaction import guard_logging, redact
@@ -112,14 +112,6 @@ def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | Non
     return "lost" if job.kind in table else "given back"
 
 
-_OUTCOME_WORDS = {
-    "queued": "it will be retried after a backoff",
-    "dead": "no attempts left: it is dead",
-    "lost": "the lease was lost (another worker holds the job now); the result was discarded",
-    "cancelled": "it was cancelled while it ran; its result was discarded",
-}
-
-
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
     """Run one job's handler and say what it came to, without reporting it yet: the
     effect and the value it returned (core.split_return), or the failure. A job of a kind
@@ -167,7 +159,7 @@ def _log_outcome(
     if outcome == "done" and report.error is None:
         log.log(level, "job %d (%s) done on attempt %d", job.id, job.kind, job.attempts, extra=extra)
     elif outcome in ("cancelled", "lost"):
-        log.log(level, "job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS[outcome], extra=extra)
+        log.log(level, "job %d (%s): %s", job.id, job.kind, outcome_words(outcome), extra=extra)
     else:
         log.log(
             level,
@@ -177,16 +169,10 @@ def _log_outcome(
             job.attempts,
             job.max_attempts,
             report.error or "its effect raised",
-            _OUTCOME_WORDS[outcome],
+            outcome_words(outcome),
             exc_info=report.exception,
             extra=extra,
         )
-
-
-def _queue_now(q: JobQueue) -> float:
-    """The queue's own reading of the time, the one its lease deadlines are written in
-    (the injected clock, or a PostgreSQL server's clock when there is none)."""
-    return q.clock() if q.clock is not None else q.server_time()
 
 
 def _batch_clock(q: JobQueue, jobs: Sequence[Job], monotonic: Callable[[], float]) -> Callable[[], float]:
@@ -532,7 +518,7 @@ class WorkerLoop:
         if not self.scheduler.schedules:
             return
         q = self.q
-        for job_id in self.call(lambda: self.scheduler.tick(q, _queue_now(q))):
+        for job_id in self.call(lambda: self.scheduler.tick(q, q.server_time())):
             log.info("worker %s: scheduled job %d enqueued for this period", self.worker_id, job_id)
 
     def purge_if_due(self) -> None:
@@ -597,7 +583,7 @@ class WorkerLoop:
         never past the next job due by the clock, the next schedule's period, the idle
         exit or the next purge."""
         wait = SAFETY_POLL if self.listening else self.poll
-        now = self.call(_queue_now, self.q)
+        now = self.call(self.q.server_time)
         if self.listening:
             due = self.call(self.q.next_due, self.names)
             if due is not None:
