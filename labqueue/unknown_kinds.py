@@ -53,3 +53,4 @@ def give_back_unknown(
             extra = job_fields(job, worker=worker, queue=queue_of(q, job.id))
             log.warning("job %d (%s): %s", job.id, kind, note, extra=extra)
     return [job for job in jobs if job.kind in handlers]
+

@@ -47,11 +47,8 @@ def main(argv: list[str]) -> int:
     if argv == ["--check"]:
         stale = differing()
         for module in stale:
-            print(
-                f"labqueue/tutorial/{module}.py differs from its notebook cells:"
-                " run python -m labqueue.tutorial.build",
-                file=sys.stderr,
-            )
+            print(f"labqueue/tutorial/{module}.py differs from its notebook cells:"
+                  " run python -m labqueue.tutorial.build", file=sys.stderr)
         return 1 if stale else 0
     for module, text in from_notebooks().items():
         if package_text(module) != text:

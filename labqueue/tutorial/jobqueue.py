@@ -5,6 +5,7 @@ is `# jobqueue.py`; each part below names the notebook it comes from. Edit the n
 then run the build: a test fails when this file and the cells differ.
 """
 
+
 # Defined in notebooks/02_leases.ipynb
 import json
 import random
@@ -82,19 +83,9 @@ SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 class JobQueue:
     """A durable job queue on one SQLite file. Every connection is one `JobQueue`."""
 
-    def __init__(
-        self,
-        path,
-        *,
-        lease_seconds=30.0,
-        max_attempts=5,
-        backoff_base=1.0,
-        backoff_cap=60.0,
-        synchronous="NORMAL",
-        clock=time.time,
-        rng=random.random,
-        schema=SCHEMA,
-    ):
+    def __init__(self, path, *, lease_seconds=30.0, max_attempts=5, backoff_base=1.0,
+                 backoff_cap=60.0, synchronous="NORMAL", clock=time.time, rng=random.random,
+                 schema=SCHEMA):
         if synchronous not in SYNCHRONOUS:  # a PRAGMA takes no parameters: check the word
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
         self.lease_seconds, self.max_attempts = lease_seconds, max_attempts
@@ -132,14 +123,8 @@ def enqueue(self, kind, payload, *, delay=0.0, max_attempts=None, dedupe_key=Non
     cur = self.db.execute(
         "INSERT OR IGNORE INTO jobs (kind, payload, max_attempts, visible_at, dedupe_key, created_at)"
         " VALUES (:kind, :payload, :max_attempts, :visible_at, :dedupe_key, :now)",
-        {
-            "kind": kind,
-            "payload": json.dumps(payload),
-            "max_attempts": attempts_allowed,
-            "visible_at": now + delay,
-            "dedupe_key": dedupe_key,
-            "now": now,
-        },
+        {"kind": kind, "payload": json.dumps(payload), "max_attempts": attempts_allowed,
+         "visible_at": now + delay, "dedupe_key": dedupe_key, "now": now},
     )
     return cur.lastrowid if cur.rowcount == 1 else None
 
@@ -151,7 +136,8 @@ def enqueue_many(self, kind, payloads):
     rows = [(kind, json.dumps(p), self.max_attempts, now, now) for p in payloads]
     with self._tx() as db:
         db.executemany(
-            "INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO jobs (kind, payload, max_attempts, visible_at, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
             rows,
         )
     return len(rows)
@@ -187,26 +173,15 @@ def claim(self, worker, *, limit=1):
     if not isinstance(limit, int) or limit < 1:  # SQLite reads LIMIT -1 as no limit at all
         raise ValueError(f"limit must be a whole number, 1 or more, got {limit!r}")
     now = self.clock()
-    claim_params = {
-        "now": now,
-        "lease_ends": now + self.lease_seconds,
-        "token": uuid.uuid4().hex,
-        "worker": worker,
-        "limit": limit,
-    }
+    claim_params = {"now": now, "lease_ends": now + self.lease_seconds,
+                    "token": uuid.uuid4().hex, "worker": worker, "limit": limit}
     with self._tx() as db:
         db.execute(RETIRE_EXHAUSTED, {"now": now})
         rows = db.execute(CLAIM, claim_params).fetchall()  # drain RETURNING in full
     jobs = [
-        Job(
-            id=r["id"],
-            kind=r["kind"],
-            payload=json.loads(r["payload"]),
-            attempts=r["attempts"],
-            max_attempts=r["max_attempts"],
-            lease_token=r["lease_token"],
-            lease_expires_at=r["visible_at"],
-        )
+        Job(id=r["id"], kind=r["kind"], payload=json.loads(r["payload"]),
+            attempts=r["attempts"], max_attempts=r["max_attempts"],
+            lease_token=r["lease_token"], lease_expires_at=r["visible_at"])
         for r in rows
     ]
     return sorted(jobs, key=lambda job: job.id)  # RETURNING's order is arbitrary
@@ -252,16 +227,10 @@ def fail(self, job, error):
     now = self.clock()
     # 2.0 ** n, n at most 1000: 2 ** 1024 fits no float, and the cap is reached long before.
     ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** min(job.attempts - 1, 1000))
-    rows = self.db.execute(
-        FAIL,
-        {
-            "retry_at": now + self.rng() * ceiling,  # full jitter: anywhere up to the ceiling
-            "now": now,
-            "error": str(error)[:500],
-            "id": job.id,
-            "token": job.lease_token,
-        },
-    ).fetchall()
+    rows = self.db.execute(FAIL, {
+        "retry_at": now + self.rng() * ceiling,  # full jitter: anywhere up to the ceiling
+        "now": now, "error": str(error)[:500], "id": job.id, "token": job.lease_token,
+    }).fetchall()
     return rows[0]["state"] if rows else None
 
 
@@ -283,10 +252,8 @@ def heartbeat(self, job):
 def requeue_dead(self, ids=None):
     """Give dead jobs (all of them, or those in `ids`) a fresh set of attempts.
     Returns the ids that were put back."""
-    sql = (
-        "UPDATE jobs SET state = 'queued', attempts = 0, visible_at = ?, finished_at = NULL"
-        " WHERE state = 'dead'"
-    )
+    sql = ("UPDATE jobs SET state = 'queued', attempts = 0, visible_at = ?, finished_at = NULL"
+           " WHERE state = 'dead'")
     params = [self.clock()]
     if ids is not None:  # [] names no job: `IN ()` matches none
         sql += f" AND id IN ({', '.join('?' for _ in ids)})"
@@ -299,15 +266,11 @@ def requeue_dead(self, ids=None):
 def stats(self):
     """What to watch, read through the small partial indexes only (never counts done)."""
     now = self.clock()
-    live = dict(
-        self.db.execute(
-            "SELECT state, COUNT(*) FROM jobs WHERE state IN ('queued', 'running') GROUP BY state"
-        )
-    )
+    live = dict(self.db.execute(
+        "SELECT state, COUNT(*) FROM jobs WHERE state IN ('queued', 'running') GROUP BY state"))
     ready, oldest = self.db.execute(
-        "SELECT COUNT(*), MIN(visible_at) FROM jobs WHERE state IN ('queued', 'running') AND visible_at <= ?",
-        (now,),
-    ).fetchone()
+        "SELECT COUNT(*), MIN(visible_at) FROM jobs"
+        " WHERE state IN ('queued', 'running') AND visible_at <= ?", (now,)).fetchone()
     (dead,) = self.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'dead'").fetchone()
     return {
         "queued": live.get("queued", 0),

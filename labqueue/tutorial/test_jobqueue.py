@@ -32,15 +32,8 @@ def clock():
 
 @pytest.fixture
 def q(tmp_path, clock):
-    queue = JobQueue(
-        tmp_path / "jobs.db",
-        lease_seconds=30,
-        max_attempts=3,
-        backoff_base=2.0,
-        backoff_cap=60.0,
-        clock=clock,
-        rng=lambda: 1.0,
-    )
+    queue = JobQueue(tmp_path / "jobs.db", lease_seconds=30, max_attempts=3,
+                     backoff_base=2.0, backoff_cap=60.0, clock=clock, rng=lambda: 1.0)
     yield queue
     queue.db.close()
 
@@ -186,9 +179,8 @@ def test_a_failure_retries_at_the_backoff_ceiling(q, clock):
 
 
 def test_the_backoff_ceiling_doubles_up_to_the_cap(tmp_path, clock):
-    q = JobQueue(
-        tmp_path / "cap.db", max_attempts=10, backoff_base=2.0, backoff_cap=60.0, clock=clock, rng=lambda: 1.0
-    )
+    q = JobQueue(tmp_path / "cap.db", max_attempts=10, backoff_base=2.0, backoff_cap=60.0,
+                 clock=clock, rng=lambda: 1.0)
     q.enqueue("t", {})
     delays = []
     for _ in range(9):
@@ -273,11 +265,8 @@ def test_four_processes_never_claim_the_same_job(tmp_path):
     q = JobQueue(path)
     q.enqueue_many("t", [{}] * 300)
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CLAIM_UNTIL_EMPTY, str(path), f"w{i}", code_folder()],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        subprocess.Popen([sys.executable, "-c", CLAIM_UNTIL_EMPTY, str(path), f"w{i}", code_folder()],
+                         stdout=subprocess.PIPE, text=True)
         for i in range(4)
     ]
     claimed = [int(line) for p in procs for line in p.communicate(timeout=120)[0].split()]
