@@ -39,7 +39,8 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from .backends import open_queue
-from .renewal import EXIT_CANCELLED, EXIT_TIMED_OUT, KILL_GRACE
+from .joblog import outcome_words
+from .renewal import EXIT_CANCELLED, EXIT_TIMED_OUT, KILL_GRACE, timed_out_error
 
 log = logging.getLogger("labqueue.pool")
 
@@ -104,23 +105,22 @@ def fail_timed_out(
     "timed out" (retried after a backoff, or dead), fenced by the worker's name and the
     running state (Queue.fail_for_worker), and a line logged. Returns the outcome, or None
     when the job was no longer that worker's. Never raises (logged)."""
-    error = f"timed out after {limit:g} s (its time limit); its worker process was killed"
+    error = timed_out_error(limit, "killed")
     outcome = None
     try:
         with open_queue(str(location), create=False) as q:
             outcome = q.fail_for_worker(job_id, worker, error)
     except Exception as exc:
         log.warning("could not record job %d's time-out for worker %s: %s", job_id, worker, exc)
-    words = {"queued": "the job will be retried after a backoff", "dead": "no attempts left: the job is dead"}
     log.error(
         "worker %s (pid %d): job %d ran past its time limit (%g s) and the worker did not stop it; "
-        "killed %d process(es); %s",
+        "%s; killed %d process(es)",
         worker,
         pid,
         job_id,
         limit,
+        outcome_words(outcome),
         killed,
-        words.get(outcome or "", "the job was no longer this worker's"),
     )
     return outcome
 

@@ -39,7 +39,14 @@ from . import __version__, environment, hosts, listing, metrics
 from . import handlers as registry
 from .backends import is_postgres_url, open_queue
 from .durations import duration, positive_duration
-from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
+from .errors import (
+    CannotCancel,
+    InvalidArgument,
+    JobNotFound,
+    LabqueueError,
+    QueueNotFound,
+    is_database_error,
+)
 from .health import judge
 from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
@@ -377,7 +384,7 @@ def purge(args: argparse.Namespace) -> int:
             f"the longest {result.longest_hold_s * 1000:.1f} ms"
         )
         newest = q.latest_jobs(limit=1)
-        cut = _queue_now(q) - args.older_than
+        cut = q.server_time() - args.older_than
         last = newest[0] if newest else None
         if (
             last is not None
@@ -424,11 +431,6 @@ def resume(args: argparse.Namespace) -> int:
             return 1
     print(f"resumed queue {args.queue!r}")
     return 0
-
-
-def _queue_now(q: Any) -> float:
-    """The queue's own clock: the file's reader's, or the PostgreSQL server's."""
-    return q.clock() if q.clock is not None else q.server_time()
 
 
 def health(args: argparse.Namespace) -> int:
@@ -835,14 +837,6 @@ def port(text: str) -> int:
     return value
 
 
-def _is_database_error(exc: BaseException) -> bool:
-    """A driver's own error (sqlite3's, or psycopg's when it is installed)."""
-    if isinstance(exc, sqlite3.Error):
-        return True
-    psycopg = sys.modules.get("psycopg")
-    return psycopg is not None and isinstance(exc, psycopg.Error)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
@@ -863,7 +857,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG} {args.command}: error: {redact(exc, args.db)}", file=sys.stderr)
         return 1
     except Exception as exc:
-        if not _is_database_error(exc):
+        if not is_database_error(exc):
             raise
         # A database error labqueue has no name for: one line, never a traceback.
         detail = redact(" ".join(str(exc).split()), args.db) or type(exc).__name__

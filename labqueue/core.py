@@ -407,9 +407,6 @@ class Driver(Protocol):
 
 # What a driver's classify() may call a database error, and the labqueue error it becomes.
 INFRASTRUCTURE = ("busy", "timeout", "readonly", "privilege", "full", "connection")
-# The labqueue errors that are the database's failure, never a job's: a worker that meets
-# one records no failure for the job it holds (the job stays leased, nothing was saved).
-DATABASE_FAILURES = (QueueBusy, ConnectionLost, StorageFull, CannotOpen)
 
 
 def translated(driver: Driver, exc: BaseException, *, timeout: float) -> BaseException:

@@ -1,5 +1,10 @@
 """The errors labqueue raises. Each says what was wrong and with which value."""
 
+from __future__ import annotations
+
+import sqlite3
+import sys
+
 
 class LabqueueError(Exception):
     """Base class for every error labqueue raises on purpose."""
@@ -71,7 +76,12 @@ class StorageFull(LabqueueError):
 
 class EffectEndedTransaction(LabqueueError):
     """A completion's effect committed, rolled back or began a transaction itself; the
-    completion and the effect's writes were rolled back together."""
+    completion and the effect's writes were rolled back together. `job_id` names the job
+    whose effect it was, so a worker reporting a batch fails that job and no other."""
+
+    def __init__(self, message: str, job_id: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class NoHandlers(LabqueueError):
@@ -85,7 +95,8 @@ class HandlersNotLoaded(LabqueueError, ImportError):
 
 
 class UnknownJobKind(LabqueueError):
-    """No handler is registered for a job's kind."""
+    """No handler is registered for a job's kind: worker.run_handler was handed such a
+    job. A worker never runs one: it gives it back (labqueue.unknown_kinds)."""
 
 
 class JobNotFound(LabqueueError, LookupError):
@@ -108,3 +119,10 @@ class NoResult(LabqueueError):
 
 class WaitTimedOut(LabqueueError, TimeoutError):
     """A wait for a job to finish ran out of time; the job is still queued or running."""
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is a driver's own error, one labqueue has no name for: sqlite3's, or
+    psycopg's when it is loaded (not imported here: it is an optional extra)."""
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, sqlite3.Error) or (psycopg is not None and isinstance(exc, psycopg.Error))

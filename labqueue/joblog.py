@@ -24,6 +24,20 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
 # The level a job's success is logged at: DEBUG unless --log-success raises it to INFO.
 success_level = logging.DEBUG
 
+# What became of a job a worker reported, as a log line about it ends: "...; <words>".
+OUTCOME_WORDS = {
+    "queued": "it will be retried after a backoff",
+    "dead": "no attempts left: it is dead",
+    "lost": "the lease was lost (another worker holds the job now); the result was discarded",
+    "cancelled": "it was cancelled while it ran; its result was discarded",
+}
+
+
+def outcome_words(outcome: str | None) -> str:
+    """OUTCOME_WORDS' sentence for `outcome`; for None (a failure the fence refused: the
+    job was no longer the reporting worker's) one that says so."""
+    return OUTCOME_WORDS[outcome] if outcome else "it was no longer this worker's"
+
 
 def job_fields(
     job: Any,

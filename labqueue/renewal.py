@@ -64,7 +64,7 @@ from . import validate
 from .backends import is_postgres_url, open_queue
 from .core import Finished, Job
 from .errors import ConnectionLost
-from .joblog import job_fields, queue_of
+from .joblog import job_fields, outcome_words, queue_of
 
 # The exit code of a worker process stopped because a handler ran past its time limit
 # (sysexits' EX_TEMPFAIL: try again); the supervisor replaces it and says why
@@ -79,14 +79,14 @@ CANCEL_GRACE = 10.0
 # holds the GIL in C, a process frozen). Time for the thread's own reports.
 KILL_GRACE = 5.0
 MAX_TICK = 1.0  # the thread looks at least this often, so a time limit is kept to about a second
-# Whether the thread may open its own connection to an SQLite file. It may since labqueue's
-# open keeps the process's POSIX locks (issue 34: the open used to check the file through
-# descriptors of its own, and closing one dropped every lock the process held on it, the
-# worker's own connection's included). Off, a worker on SQLite renews nothing, and at a time
-# limit only ends its process; the job then moves on when its lease ends.
-SQLITE_SECOND_CONNECTION = True
 
 log = logging.getLogger("labqueue.worker")
+
+
+def timed_out_error(limit: float, process: str) -> str:
+    """The error a job whose handler ran past its time limit is failed with; `process`
+    says what became of its worker process ("replaced", "killed")."""
+    return f"timed out after {limit:g} s (its time limit); its worker process was {process}"
 
 
 class Holding:
@@ -180,18 +180,15 @@ def time_limit(value: object, name: str = "timeout") -> float | None:
     return None if value is None else validate.seconds(name, value)
 
 
-def renewal_queue(
-    location: str, lease_seconds: float, settings: Mapping[str, Any]
-) -> Callable[[], Any] | None:
+def renewal_queue(location: str, lease_seconds: float, settings: Mapping[str, Any]) -> Callable[[], Any]:
     """How the renewal thread opens its own queue on the worker's `location`: an existing
     queue only (create=False; on SQLite no schema step either), with the worker's
     `settings` (its backoff, for the time-out's retry), no wake-ups, and a lock timeout
-    no longer than the lease (a renewal that waits longer is too late anyway). None on
-    SQLite while SQLITE_SECOND_CONNECTION is off."""
+    no longer than the lease (a renewal that waits longer is too late anyway). A second
+    connection to an SQLite file is safe: labqueue's open keeps the process's POSIX locks
+    (closing a descriptor of the file would drop every lock the process holds on it)."""
     own: dict[str, Any] = {**settings, "create": False, "wake": False, "timeout": min(30.0, lease_seconds)}
     if not is_postgres_url(location):
-        if not SQLITE_SECOND_CONNECTION:
-            return None
         own["schema"] = None
     return lambda: open_queue(location, lease_seconds=lease_seconds, **own)
 
@@ -200,8 +197,7 @@ class Renewer:
     """The renewal thread of one worker process (see the module's docstring).
 
     `opener()` opens the thread's own queue (called in the thread, the first time
-    it writes; None: the thread has no connection, so it renews nothing, and at a time
-    limit it only ends the process); `limits` maps a kind to its time limit (read at each look, so kinds
+    it writes); `limits` maps a kind to its time limit (read at each look, so kinds
     registered later count), `job_timeout` is the limit of the other kinds (None: no
     limit). `exit(code)` ends the process (os._exit: the stuck handler's thread cannot
     be stopped); `monotonic` is the clock `Holding.running` is stamped with;
@@ -210,7 +206,7 @@ class Renewer:
 
     def __init__(
         self,
-        opener: Callable[[], Any] | None,
+        opener: Callable[[], Any],
         *,
         lease_seconds: float,
         worker: str,
@@ -302,7 +298,7 @@ class Renewer:
         if seen_run is running and now - seen_at >= self.cancel_grace:
             self.stop_cancelled(running, now - seen_at)
             return
-        if ran < self.renew_after or self._open is None:
+        if ran < self.renew_after:
             return
         last_run, last_at = self._renewed
         if last_run is running and now - last_at < self.renew_every:
@@ -315,7 +311,6 @@ class Renewer:
 
     def _queue(self) -> Any:
         if self._q is None:
-            assert self._open is not None  # every caller returns first when there is no opener
             self._q = self._open()
         elif self._reconnect:
             self._q.reconnect()
@@ -396,21 +391,7 @@ class Renewer:
         if not self._close(running):
             return  # its handler returned meanwhile: no time-out
         self.timed_out = job
-        if self._open is None:  # nothing to record it with: its lease hands it on
-            log.error(
-                "job %d (%s) timed out after %g s on attempt %d of %d; worker %s stops to be replaced, "
-                "and the job goes to another worker when its lease ends",
-                job.id,
-                job.kind,
-                limit,
-                job.attempts,
-                job.max_attempts,
-                self.worker,
-                extra=job_fields(job, worker=self.worker, queue=None, duration_s=ran),
-            )
-            self._end(EXIT_TIMED_OUT)
-            return
-        error = f"timed out after {limit:g} s (its time limit); its worker process was replaced"
+        error = timed_out_error(limit, "replaced")
         outcome: str | None = None
         queue = None
         try:
@@ -419,7 +400,6 @@ class Renewer:
             queue = queue_of(q, job.id)
         except Exception as exc:
             log.error("worker %s: could not record job %d's time-out: %s", self.worker, job.id, exc)
-        words = {"queued": "it will be retried after a backoff", "dead": "no attempts left: it is dead"}
         log.error(
             "job %d (%s) timed out after %g s on attempt %d of %d; %s; worker %s stops to be replaced",
             job.id,
@@ -427,7 +407,7 @@ class Renewer:
             limit,
             job.attempts,
             job.max_attempts,
-            words.get(outcome or "", "it was no longer this worker's"),
+            outcome_words(outcome),
             self.worker,
             extra=job_fields(job, worker=self.worker, queue=queue, duration_s=ran),
         )

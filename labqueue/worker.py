@@ -34,12 +34,12 @@ from . import handlers as registry
 from . import heap, joblog
 from .attribution import running_publisher
 from .backends import open_queue
-from .core import DATABASE_FAILURES, new_token, returned_parts, split_return
+from .core import new_token, split_return
 from .durations import duration
 from .environment import DB_VARIABLE, db_from_env
-from .errors import LabqueueError, NoHandlers, UnknownJobKind
+from .errors import EffectEndedTransaction, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns
-from .joblog import configure_logging, job_fields, queue_of
+from .joblog import configure_logging, job_fields, outcome_words, queue_of
 from .queue import Finished, Job, JobQueue
 from .reconnect import Reconnector
 from .redaction import guard_logging, redact
@@ -99,85 +99,29 @@ def error_text(exc: BaseException) -> str:
 
 
 def handle(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler] | None = None) -> str:
-    """Run one job's handler and report the outcome. Returns "done", "queued",
-    "dead" or "lost" (this worker no longer held the lease)."""
-    outcome, _ = handle_then_claim(q, job, handlers)
-    return outcome
-
-
-def handle_then_claim(
-    q: JobQueue,
-    job: Job,
-    handlers: Mapping[str, registry.Handler] | None = None,
-    *,
-    claim_for: Callable[[], str | None] = lambda: None,
-) -> tuple[str, Job | None]:
-    """Run one job's handler, report the outcome and, after a success, claim the next
-    job in the completing transaction. `claim_for()` is asked only once the handler has
-    returned, so a stop requested while it ran is seen; it names the worker to claim
-    for, or None to only complete. Returns the outcome (as handle()) and the next job."""
+    """Run one claimed job as the worker loop does (work_batch, with a batch of one) and
+    report it: the loop's rules, the loop's log lines. Returns its outcome: "done",
+    "queued" (retried after a backoff), "dead", "cancelled", "lost" (the lease was no
+    longer this worker's: reported too late, or found lost before the handler ran, which
+    then does not run) or "given back" (a kind `handlers` lacks: labqueue.unknown_kinds)."""
     table = registry.HANDLERS if handlers is None else handlers
-    fn = table.get(job.kind)
-    if fn is None:
-        error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
-        outcome = q.fail(job, error_text(error), retry=False) or "lost"
-        log.error("job %d (%s): %s; %s", job.id, job.kind, error, _OUTCOME_WORDS[outcome])
-        return outcome, None
-    try:
-        effect, result = returned_parts(fn(job, q))
-    except Exception as exc:
-        return _failed(q, job, exc), None
-    try:
-        worker = claim_for()
-        if worker is None:
-            accepted, next_job = q.complete(job, effect=effect, result=result), None
-        else:
-            accepted, next_job = q.complete_and_claim(job, worker, effect=effect, result=result)
-    except DATABASE_FAILURES:
-        raise  # the database's failure, not the job's: nothing was saved, the job is still ours
-    except Exception as exc:  # the effect raised and rolled back (with any claim): the job is still ours
-        return _failed(q, job, exc), None
-    if not accepted:
-        log.warning("job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS["lost"])
-    return ("done" if accepted else "lost"), next_job
-
-
-_OUTCOME_WORDS = {
-    "queued": "it will be retried after a backoff",
-    "dead": "no attempts left: it is dead",
-    "lost": "the lease was lost (another worker holds the job now); the result was discarded",
-    "cancelled": "it was cancelled while it ran; its result was discarded",
-}
-
-
-def _failed(q: JobQueue, job: Job, exc: Exception) -> str:
-    """Record a handler's (or its effect's) exception with fail(), and log it with its traceback."""
-    outcome = q.fail(job, error_text(exc), exception=exc) or "lost"
-    level = logging.WARNING if outcome == "queued" else logging.ERROR
-    log.log(
-        level,
-        "job %d (%s) failed on attempt %d of %d: %s; %s",
-        job.id,
-        job.kind,
-        job.attempts,
-        job.max_attempts,
-        error_text(exc),
-        _OUTCOME_WORDS[outcome],
-        exc_info=exc,
-        extra=job_fields(job, worker=None, queue=queue_of(q, job.id)),
-    )
-    return outcome
+    outcomes: list[str] = []
+    work_batch(q, [job], table, claim_for=lambda ran: None, stop=StopFlag(), outcomes=outcomes)
+    if outcomes:
+        return outcomes[0]
+    return "lost" if job.kind in table else "given back"
 
 
 def run_handler(q: JobQueue, job: Job, handlers: Mapping[str, registry.Handler]) -> Finished:
     """Run one job's handler and say what it came to, without reporting it yet: the
-    effect and the value it returned (core.split_return), or the failure. The worker loop
-    gives back jobs of kinds it has no handler for before they get here
-    (labqueue.unknown_kinds); called on its own with such a job, it reports a final failure."""
+    effect and the value it returned (core.split_return), or the failure. A job of a kind
+    `handlers` lacks never gets here: work_batch gives it back first (labqueue.unknown_kinds),
+    and one passed in anyway raises UnknownJobKind, reporting nothing."""
     fn = handlers.get(job.kind)
     if fn is None:
-        error = UnknownJobKind(f"no handler is registered for kind {job.kind!r}")
-        return Finished(job, error=error_text(error), retry=False)
+        raise UnknownJobKind(
+            f"no handler is registered for kind {job.kind!r}; work_batch gives such a job back"
+        )
     try:
         returned = fn(job, q)
         if returned is None:
@@ -215,7 +159,7 @@ def _log_outcome(
     if outcome == "done" and report.error is None:
         log.log(level, "job %d (%s) done on attempt %d", job.id, job.kind, job.attempts, extra=extra)
     elif outcome in ("cancelled", "lost"):
-        log.log(level, "job %d (%s): %s", job.id, job.kind, _OUTCOME_WORDS[outcome], extra=extra)
+        log.log(level, "job %d (%s): %s", job.id, job.kind, outcome_words(outcome), extra=extra)
     else:
         log.log(
             level,
@@ -225,16 +169,10 @@ def _log_outcome(
             job.attempts,
             job.max_attempts,
             report.error or "its effect raised",
-            _OUTCOME_WORDS[outcome],
+            outcome_words(outcome),
             exc_info=report.exception,
             extra=extra,
         )
-
-
-def _queue_now(q: JobQueue) -> float:
-    """The queue's own reading of the time, the one its lease deadlines are written in
-    (the injected clock, or a PostgreSQL server's clock when there is none)."""
-    return q.clock() if q.clock is not None else q.server_time()
 
 
 def _batch_clock(q: JobQueue, jobs: Sequence[Job], monotonic: Callable[[], float]) -> Callable[[], float]:
@@ -264,6 +202,7 @@ def work_batch(
     held: Holding | None = None,
     publish: Callable[..., None] | None = None,
     limit_for: Callable[[str], float | None] = lambda kind: None,
+    outcomes: list[str] | None = None,
 ) -> tuple[int, list[Job]]:
     """Run a claimed batch and report it in one write transaction that also claims the
     next batch. Returns how many jobs ran and the next batch.
@@ -279,7 +218,10 @@ def work_batch(
     batch holds is published in `held`, for the worker's renewal thread (labqueue.renewal):
     a few attribute writes per job; and the running job's id and time limit (`limit_for`
     its kind) to `publish`, for the supervisor, which kills a handler stuck past its limit
-    and notes which job ran should the process die (labqueue.attribution.RunningSlot)."""
+    and notes which job ran should the process die (labqueue.attribution.RunningSlot).
+    An effect that ends the reporting transaction (EffectEndedTransaction: nothing of the
+    report was saved) fails its own job, and the report is made again. `outcomes`, when
+    given, receives each reported job's outcome in the order reported (handle reads it)."""
     finished: list[Finished] = []
     held = Holding() if held is None else held
     pending = held.pending  # one list, emptied in place by the renewal thread's give-back
@@ -305,11 +247,19 @@ def work_batch(
                 finished, claim_for=claimer, limit=size, queues=queues, claim_token=token, again=again
             )
 
-        outcomes, nxt = call(settle)
+        while True:
+            try:
+                settled, nxt = call(settle)
+                break
+            except EffectEndedTransaction as exc:  # again, as a retry: `again` finds what committed
+                if not _fail_effect(finished, exc):
+                    raise
         quiet = not log.isEnabledFor(joblog.success_level)  # then a plain success has no line
-        for done, outcome in zip(finished, outcomes, strict=True):
+        for done, outcome in zip(finished, settled, strict=True):
             if not (quiet and outcome == "done" and done.error is None):
                 _log_outcome(q, done, outcome, worker=claimer, timing=timings.get(done.job.id))
+        if outcomes is not None:
+            outcomes.extend(settled)
         timings.clear()  # it held the jobs just reported, and no others
         finished, last_commit = [], monotonic()
         held.finished = finished
@@ -350,6 +300,17 @@ def work_batch(
         if pending and ended - last_commit >= commit_interval:
             report()
     return ran, report(None if stop.requested else claim_for(ran))
+
+
+def _fail_effect(finished: list[Finished], exc: EffectEndedTransaction) -> bool:
+    """The report of the job whose effect ended the transaction becomes that failure (in
+    place: the renewal thread reads the same list). False if no success in `finished` is
+    that job's."""
+    for i, done in enumerate(finished):
+        if done.job.id == exc.job_id and done.error is None:
+            finished[i] = Finished(done.job, error=error_text(exc), exception=exc)
+            return True
+    return False
 
 
 def _parked(held: Holding) -> NoReturn:
@@ -557,7 +518,7 @@ class WorkerLoop:
         if not self.scheduler.schedules:
             return
         q = self.q
-        for job_id in self.call(lambda: self.scheduler.tick(q, _queue_now(q))):
+        for job_id in self.call(lambda: self.scheduler.tick(q, q.server_time())):
             log.info("worker %s: scheduled job %d enqueued for this period", self.worker_id, job_id)
 
     def purge_if_due(self) -> None:
@@ -622,7 +583,7 @@ class WorkerLoop:
         never past the next job due by the clock, the next schedule's period, the idle
         exit or the next purge."""
         wait = SAFETY_POLL if self.listening else self.poll
-        now = self.call(_queue_now, self.q)
+        now = self.call(self.q.server_time)
         if self.listening:
             due = self.call(self.q.next_due, self.names)
             if due is not None:

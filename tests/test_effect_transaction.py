@@ -34,8 +34,16 @@ def effect_that(how: str):
     return effect
 
 
-SPLITTERS = ["executescript", "commit()", "rollback()", "COMMIT", "END", "ROLLBACK", "BEGIN",
-             "BEGIN EXCLUSIVE"]
+SPLITTERS = [
+    "executescript",
+    "commit()",
+    "rollback()",
+    "COMMIT",
+    "END",
+    "ROLLBACK",
+    "BEGIN",
+    "BEGIN EXCLUSIVE",
+]
 
 
 @pytest.fixture
@@ -106,6 +114,25 @@ def test_a_worker_fails_the_job_whose_effect_would_commit_and_carries_on(q):
     assert outcome == "queued"
     assert q.job(job.id).last_error.startswith("EffectEndedTransaction: the effect of job")
     assert ledger(q) == []
+
+
+def test_in_a_batch_only_the_job_whose_effect_would_commit_fails_the_rest_are_done(q):
+    """The whole report rolls back; the worker fails that one job and reports the batch again."""
+    q.enqueue("t", {})
+    batch = q.claim_batch("w", 3)
+
+    def handler(job, q):
+        if job.id == 2:
+            return effect_that("COMMIT")
+        return lambda db: db.execute("INSERT INTO ledger (job_id) VALUES (?)", (10 + job.id,))
+
+    outcomes: list[str] = []
+    ran, _ = worker_loop.work_batch(
+        q, batch, {"t": handler}, claim_for=lambda ran: None, stop=worker_loop.StopFlag(), outcomes=outcomes
+    )
+    assert ran == 3 and outcomes == ["done", "queued", "done"]
+    assert q.job(2).last_error.startswith("EffectEndedTransaction: the effect of job 2")
+    assert ledger(q) == [11, 13]
 
 
 def test_a_commit_run_on_the_connection_before_is_refused_in_an_effect_too(q):

@@ -18,7 +18,7 @@ from labqueue import FakeClock, JobQueue, QueueBusy
 from labqueue.core import Finished
 from labqueue.drivers.sqlite import sql
 from labqueue.lab.demo_handlers import HANDLERS, LEDGER_TABLE
-from labqueue.worker import StopFlag, handle_then_claim, run
+from labqueue.worker import StopFlag, run, work_batch
 
 ROW = (
     "SELECT id, state, attempts, visible_at, worker, last_error, finished_at, lease_token IS NULL "
@@ -423,9 +423,9 @@ def test_max_jobs_claims_no_job_beyond_the_last(tmp_path):
         assert state(q, 3)[1] == 0
 
 
-def test_handle_then_claim_fails_a_raising_handler_and_claims_nothing(q):
+def test_the_report_of_a_raising_handler_fails_it_and_claims_the_next_in_one_transaction(q):
     q.enqueue_many("bad", [{}, {}])
     job = q.claim_next("w")
-    outcome, nxt = handle_then_claim(q, job, HANDLERS, claim_for=lambda: "w")
-    assert outcome == "queued" and nxt is None
-    assert state(q, 2) == ("queued", 0, None)
+    ran, nxt = work_batch(q, [job], HANDLERS, claim_for=lambda ran: ("w", 1), stop=StopFlag())
+    assert ran == 1 and [j.id for j in nxt] == [2]
+    assert state(q, 1)[:2] == ("queued", 1) and state(q, 2) == ("running", 1, "w")

@@ -32,7 +32,7 @@ def _printed(cell: dict) -> str:
 
 def _schema_columns(tmp_path: Path) -> tuple[list[str], list[str]]:
     """The tutorial queue's columns, and the ones labqueue's table adds, from today's code."""
-    from labqueue import JobQueue
+    from labqueue import JobQueue as Labqueue
     from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
     yours = TutorialQueue(tmp_path / "yours.db")
@@ -40,7 +40,7 @@ def _schema_columns(tmp_path: Path) -> tuple[list[str], list[str]]:
         mine = [row[1] for row in yours.db.execute("PRAGMA table_info(jobs)")]
     finally:
         yours.db.close()
-    with JobQueue(tmp_path / "labqueue.db", wake=False) as grown_up:
+    with Labqueue(tmp_path / "labqueue.db", wake=False) as grown_up:
         theirs = [row[1] for row in grown_up.db.execute("PRAGMA table_info(jobs)")]
     return mine, [c for c in theirs if c not in mine]
 

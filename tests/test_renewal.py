@@ -35,7 +35,6 @@ from labqueue.renewal import (
     EXIT_CANCELLED,
     EXIT_TIMED_OUT,
     KILL_GRACE,
-    SQLITE_SECOND_CONNECTION,
     Closed,
     Holding,
     Renewer,
@@ -237,21 +236,7 @@ def test_a_handler_that_returned_as_its_limit_passed_keeps_its_own_report(make_q
     assert q.job(job.id).state == "done"
 
 
-def test_without_a_connection_of_its_own_the_thread_renews_nothing_and_a_time_out_only_ends_the_process(q):
-    q.enqueue("k", {})
-    (job,) = q.claim_batch("w1", 1)
-    exits: list[int] = []
-    r = Renewer(None, lease_seconds=LEASE, worker="w1", job_timeout=60, exit=exits.append)
-    r.held.running = (job, 0.0)
-    r.check(20.0)
-    assert r.renewals == 0 and q.job(job.id).visible_at == job.lease_expires_at
-    r.check(60.0)
-    assert exits == [EXIT_TIMED_OUT]
-    assert q.job(job.id).state == "running"  # its lease hands it on; the supervisor's note says why
-
-
 def test_the_thread_opens_a_connection_of_its_own_on_both_backends():
-    assert SQLITE_SECOND_CONNECTION  # a second open keeps the process's locks (issue 34)
     assert callable(renewal_queue("jobs.db", 30, {}))
     assert callable(renewal_queue("postgresql://app@db.example/jobs", 30, {}))
 
@@ -479,12 +464,9 @@ def test_a_handler_stuck_past_its_time_limit_is_retried_by_another_worker_while_
     assert EXIT_TIMED_OUT in ended and pool.restarts >= 1
     rows = ledger(location)
     assert len(rows) == len({job_id for job_id, _ in rows}) == 41 and (stuck, 2) in rows  # each once
-    if location.startswith("postgresql://") or SQLITE_SECOND_CONNECTION:  # recorded by the worker
-        assert job.last_error.startswith("timed out after 2 s")  # the crash note did not claim it
-        assert all(stuck not in held for held in pool.crashed_jobs.values())
-        assert [attempt for _, attempt in rows].count(1) == 40  # the rest of its batch was given back
-    else:  # its lease handed it on, and the rest of its batch, with the supervisor's note
-        assert "exit code 75: a job ran past its time limit" in job.last_error
+    assert job.last_error.startswith("timed out after 2 s")  # recorded by the worker, not the crash note
+    assert all(stuck not in held for held in pool.crashed_jobs.values())
+    assert [attempt for _, attempt in rows].count(1) == 40  # the rest of its batch was given back
 
 
 @pytest.mark.slow
@@ -528,8 +510,8 @@ def test_a_frozen_worker_stops_renewing_and_its_job_moves_on_after_one_lease(loc
 def test_a_worker_running_a_long_handler_keeps_its_sqlite_locks_beside_a_reader(tmp_path, app):
     """A reader that closes believes it is the last connection if the worker's locks were
     lost (closing any descriptor of the file drops a process's POSIX locks: issue 34), and
-    then checkpoints and deletes the write-ahead log under the worker's feet. Turning
-    SQLITE_SECOND_CONNECTION on must keep this passing."""
+    then checkpoints and deletes the write-ahead log under the worker's feet. The renewal
+    thread's own connection to the file must keep this passing."""
     path = str(tmp_path / "jobs.db")
     with open_queue(path) as q:
         q.db.execute(LEDGER)
@@ -537,9 +519,8 @@ def test_a_worker_running_a_long_handler_keeps_its_sqlite_locks_beside_a_reader(
     with WorkerPool(path, 1, lease_seconds=1.2, handlers=[APP]) as pool:
         pool.fill()
         wait_for(lambda: (tmp_path / f"started-{job_id}-1").exists())
-        if SQLITE_SECOND_CONNECTION:
-            claimed_until = deadline(path, job_id)
-            wait_for(lambda: deadline(path, job_id) > claimed_until)  # the renewal thread's connection wrote
+        claimed_until = deadline(path, job_id)
+        wait_for(lambda: deadline(path, job_id) > claimed_until)  # the renewal thread's connection wrote
         reader = sqlite3.connect(path)
         assert reader.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone() == ("running",)
         reader.close()

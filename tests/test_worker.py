@@ -67,17 +67,22 @@ def test_an_effect_that_raises_fails_the_job_and_writes_nothing(q):
     assert ledger(q) == []
 
 
-def test_an_unknown_kind_ends_dead_with_a_clear_reason(q):
+def test_an_unknown_kind_is_given_back_with_a_clear_reason(q):
     job = claim_one(q, "os.system", {"cmd": "echo hacked"})
-    assert handle(q, job, DEMO) == "dead"
-    assert tuple(state(q)) == ("dead", "UnknownJobKind: no handler is registered for kind 'os.system'")
+    assert handle(q, job, DEMO) == "given back"
+    record = q.job(job.id)
+    assert (record.state, record.attempts) == ("queued", 0)  # its attempt returned: never dead for it
+    assert (
+        record.last_error
+        == "no handler for kind 'os.system' on worker ?: given back for 10 s, attempt not counted"
+    )
 
 
 def test_a_row_never_names_code_to_import(q, monkeypatch):
     imported = []
     monkeypatch.setattr(registry.importlib, "import_module", lambda name: imported.append(name))
     job = claim_one(q, "labqueue.handlers:poison")
-    assert handle(q, job, DEMO) == "dead"
+    assert handle(q, job, DEMO) == "given back"
     assert imported == []
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError
+from ..errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, is_database_error
 from ..hosts import ANY, REFUSAL, AllowedHosts
 from ..metrics import listen_host, run_server
 from ..redaction import redact
@@ -282,14 +281,6 @@ def same_origin(headers: Headers) -> bool:
     if not origin or origin == "null" or not host:
         return True
     return urlsplit(origin).netloc == host
-
-
-def is_database_error(exc: BaseException) -> bool:
-    """A driver's own error (sqlite3's, or psycopg's when it is loaded)."""
-    import sqlite3
-
-    psycopg = sys.modules.get("psycopg")
-    return isinstance(exc, sqlite3.Error) or (psycopg is not None and isinstance(exc, psycopg.Error))
 
 
 def handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:

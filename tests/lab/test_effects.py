@@ -6,7 +6,7 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import effects
-from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
 
 def test_stale_worker_credits_twice_only_with_separate_commits(tmp_path):
@@ -44,7 +44,7 @@ def test_bad_input_is_named(tmp_path, bad):
 
 
 def test_the_replay_runs_the_class_it_is_given(tmp_path):
-    class EffectFirst(JobQueue):
+    class EffectFirst(TutorialQueue):
         """A complete() that runs the effect before its fence: the stale worker's credits land."""
 
         def complete(self, job, effect=None):

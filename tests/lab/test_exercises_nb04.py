@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from labqueue.lab.exercises import nb04 as module
-from labqueue.tutorial.jobqueue import FAIL, JobQueue
+from labqueue.tutorial.jobqueue import FAIL
+from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
 
 @pytest.mark.parametrize("statement", ["DELETE FROM jobs WHERE id = :id", "DROP TABLE jobs", "SELECT 1"])
@@ -14,7 +15,7 @@ def test_a_statement_that_wrecks_the_job_is_not_yet_not_an_error(name, statement
     assert not module.CHECKERS[name](statement=statement)
 
 
-class _UnfencedFail(JobQueue):
+class _UnfencedFail(TutorialQueue):
     """The tutorial's queue with a fail() that forgot the token (the state check stays)."""
 
     def fail(self, job, error):
@@ -30,7 +31,7 @@ class _UnfencedFail(JobQueue):
         return rows[0]["state"] if rows else None
 
 
-class _UnfencedComplete(JobQueue):
+class _UnfencedComplete(TutorialQueue):
     """The tutorial's queue with a complete() that finds the job by id and state alone."""
 
     def complete(self, job, effect=None):
@@ -44,8 +45,8 @@ class _UnfencedComplete(JobQueue):
 
 
 def test_the_answers_pass_on_the_learners_own_queue_class():
-    assert module.check_fenced_fail(module.FAIL_ANSWER, queue_class=JobQueue)
-    assert module.check_unfenced_complete(module.COMPLETE_ANSWER, queue_class=JobQueue)
+    assert module.check_fenced_fail(module.FAIL_ANSWER, queue_class=TutorialQueue)
+    assert module.check_unfenced_complete(module.COMPLETE_ANSWER, queue_class=TutorialQueue)
 
 
 def test_a_fenced_statement_does_not_pass_when_the_learners_fail_is_unfenced():

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from labqueue.lab.exercises import nb09
-from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
 
-class AlwaysNormal(JobQueue):
+class AlwaysNormal(TutorialQueue):
     """A queue whose connection runs at NORMAL whatever it is asked for."""
 
     def __init__(self, path, *, synchronous="NORMAL", **kwargs):
@@ -14,7 +14,7 @@ class AlwaysNormal(JobQueue):
 
 
 def test_the_answer_passes_on_the_tutorials_queue():
-    verdict = nb09.check_durability("FULL", dict(nb09.TRUTH), JobQueue)
+    verdict = nb09.check_durability("FULL", dict(nb09.TRUTH), TutorialQueue)
     assert verdict.passed and "synchronous = FULL" in str(verdict)
 
 
@@ -34,14 +34,14 @@ def test_the_cost_never_says_full_is_cheaper_whatever_the_noise():
 
 
 def test_the_timing_takes_the_median_of_rounds_in_turn(tmp_path):
-    costs = nb09.commit_costs(tmp_path, JobQueue, rounds=3)
+    costs = nb09.commit_costs(tmp_path, TutorialQueue, rounds=3)
     assert {level: reported for level, (reported, _) in costs.items()} == {"NORMAL": "NORMAL", "FULL": "FULL"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["round0", "round1", "round2"]
 
 
 def test_each_wrong_answer_is_told_its_own_mistake():
     believes_normal_survives, chose_normal, chose_off = (
-        str(nb09.check_durability(**wrong, queue_class=JobQueue)) for wrong in nb09.WRONG["durability"]
+        str(nb09.check_durability(**wrong, queue_class=TutorialQueue)) for wrong in nb09.WRONG["durability"]
     )
     assert "('NORMAL', 'power loss')" in believes_normal_survives
     assert "Your predictions are right" in chose_normal and "synchronous = NORMAL" in chose_normal

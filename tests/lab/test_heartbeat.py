@@ -6,7 +6,7 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import heartbeat
-from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 from labqueue.tutorial.keepalive import KeepAlive
 
 LEASE, WORK = 0.3, 0.9  # a job three leases long, as in the notebook but shorter
@@ -40,7 +40,7 @@ def test_a_lost_lease_is_noticed(tmp_path):
 
 
 def test_a_heartbeat_without_the_fence_never_notices_and_moves_the_new_lease(tmp_path):
-    class Unfenced(JobQueue):
+    class Unfenced(TutorialQueue):
         def heartbeat(self, job):  # the token condition left out
             cur = self.db.execute(
                 "UPDATE jobs SET visible_at = ? WHERE id = ? AND state = 'running'",

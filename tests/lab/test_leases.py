@@ -87,9 +87,9 @@ def test_panel_says_interrupted_when_a_step_is_interrupted(tmp_path):
 
 
 def test_connection_settings_are_read_back_from_sqlite(tmp_path):
-    from labqueue.tutorial.jobqueue import JobQueue
+    from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
-    q = JobQueue(tmp_path / "q.db", synchronous="FULL")
+    q = TutorialQueue(tmp_path / "q.db", synchronous="FULL")
     try:
         table = leases.connection_settings(q)
     finally:
@@ -101,9 +101,9 @@ def test_connection_settings_are_read_back_from_sqlite(tmp_path):
 
 
 def test_the_trace_and_the_playground_run_the_queue_class_they_are_given(tmp_path):
-    from labqueue.tutorial.jobqueue import JobQueue
+    from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
-    class Unfenced(JobQueue):  # a complete() that forgot the token: the late report wins
+    class Unfenced(TutorialQueue):  # a complete() that forgot the token: the late report wins
         def complete(self, job, effect=None):
             self.db.execute("UPDATE jobs SET state = 'done' WHERE id = ?", (job.id,))
             return True
@@ -118,9 +118,9 @@ def test_the_trace_and_the_playground_run_the_queue_class_they_are_given(tmp_pat
 
 
 def test_a_claim_that_hands_out_nothing_is_traced_not_raised(tmp_path):
-    from labqueue.tutorial.jobqueue import JobQueue
+    from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
-    class NeverReclaims(JobQueue):
+    class NeverReclaims(TutorialQueue):
         def claim(self, worker, *, limit=1):
             return [] if self.clock() > 1000 else super().claim(worker, limit=limit)
 

@@ -7,7 +7,7 @@ import pytest
 
 from labqueue import InvalidArgument
 from labqueue.lab import retries
-from labqueue.tutorial.jobqueue import JobQueue
+from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 from labqueue.tutorial.sections import package_text, split
 from labqueue.tutorial.workspace import Workspace
 
@@ -87,7 +87,7 @@ def test_a_claim_that_counts_no_attempt_hands_the_poison_job_out_every_round(tmp
 
 
 def test_the_delays_come_from_the_fail_of_the_class_given(tmp_path):
-    class NoJitter(JobQueue):
+    class NoJitter(TutorialQueue):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.rng = lambda: 1.0  # every delay is its ceiling

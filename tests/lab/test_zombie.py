@@ -116,12 +116,13 @@ def test_panel_says_interrupted_when_the_kernel_is_interrupted(tmp_path, monkeyp
 
 def test_the_fenced_reports_are_the_given_classs_own(tmp_path):
     """A JobQueue whose fail() forgot the token: the 'fenced' timeline runs three times."""
-    from labqueue.tutorial.jobqueue import FAIL, JobQueue
+    from labqueue.tutorial.jobqueue import FAIL
+    from labqueue.tutorial.jobqueue import JobQueue as TutorialQueue
 
     unfenced = FAIL.replace("lease_token = :token AND ", "").replace("AND state = 'running'", "")
     assert unfenced != FAIL
 
-    class Forgetful(JobQueue):
+    class Forgetful(TutorialQueue):
         def fail(self, job, error):
             rows = self.db.execute(
                 unfenced,
@@ -137,7 +138,7 @@ def test_the_fenced_reports_are_the_given_classs_own(tmp_path):
 
     out = zombie.scenario(fenced=True, report="fail", report_at=40, folder=tmp_path, queue_class=Forgetful)
     assert out.runs == ["worker-a", "worker-b", "worker-c"]
-    assert zombie.scenario(fenced=True, folder=tmp_path, queue_class=JobQueue).runs == [
+    assert zombie.scenario(fenced=True, folder=tmp_path, queue_class=TutorialQueue).runs == [
         "worker-a",
         "worker-b",
     ]

@@ -381,13 +381,15 @@ class PgDriver:
         if status == psycopg.pq.TransactionStatus.INERROR:
             raise EffectEndedTransaction(
                 f"the effect of job {job.id} ({job.kind!r}) caught a database error and carried on: "
-                "the transaction was aborted, so the completion and the effect's writes were rolled back"
+                "the transaction was aborted, so the completion and the effect's writes were rolled back",
+                job.id,
             )
         if status != psycopg.pq.TransactionStatus.INTRANS:
             raise EffectEndedTransaction(
                 f"the effect of job {job.id} ({job.kind!r}) ended the transaction itself (COMMIT or "
                 "ROLLBACK): an effect must leave committing to the queue; what it had written before "
-                "ending it may have been committed with the completion"
+                "ending it may have been committed with the completion",
+                job.id,
             )
 
     def fail(self, failure: Failure) -> Literal["queued", "dead"] | None:

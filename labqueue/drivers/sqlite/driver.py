@@ -473,12 +473,12 @@ class SqliteDriver:
             effect(self.db)
         except sqlite3.DatabaseError as exc:
             if guard.refused:
-                raise EffectEndedTransaction(effect_message(job)) from exc
+                raise EffectEndedTransaction(effect_message(job), job.id) from exc
             raise
         finally:
             guard.active = False
         if guard.refused or not self.db.in_transaction:
-            raise EffectEndedTransaction(effect_message(job))
+            raise EffectEndedTransaction(effect_message(job), job.id)
 
     def fail(self, failure: Failure) -> Literal["queued", "dead"] | None:
         row = self._hot.execute(sql.FAIL, failure.params()).fetchone()
