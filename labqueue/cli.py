@@ -35,8 +35,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, environment, hosts, listing, metrics
+from . import __version__, environment, listing, metrics
 from . import handlers as registry
+from .arguments import (
+    allowed_host,
+    concurrency_key,
+    count,
+    job_id,
+    kind,
+    listen_host,
+    max_attempts,
+    port,
+    priority,
+    queue_name,
+    whole_number,
+)
 from .backends import is_postgres_url, open_queue
 from .durations import duration, positive_duration
 from .errors import CannotCancel, InvalidArgument, JobNotFound, LabqueueError, QueueNotFound
@@ -45,7 +58,7 @@ from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue, writable
 from .redaction import ArgumentParser, guard_logging, redact
-from .settings import PoolSettings, WorkerSettings, whole_number
+from .settings import PoolSettings, WorkerSettings
 from .signals import StopEvent, stop_on
 from .validate import DEFAULT_QUEUE, FINISHED_STATES
 
@@ -556,43 +569,6 @@ def tool(name: str, argv: Sequence[str]) -> int:
 # -- argument parsing ---------------------------------------------------------------------
 
 
-def kind(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a job kind cannot be empty")
-    return text
-
-
-def job_id(text: str) -> int:
-    return whole_number(text, noun="a job id")
-
-
-def count(text: str) -> int:
-    return whole_number(text, low=0)
-
-
-def priority(text: str) -> int:
-    return whole_number(text, low=-(2**31), noun="a priority")
-
-
-def concurrency_key(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a concurrency key cannot be empty")
-    return text
-
-
-def queue_name(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a queue name cannot be empty")
-    return text
-
-
-def max_attempts(text: str) -> int:
-    value = count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(  # argparse's, its usage errors redacted (labqueue.redaction)
         prog=PROG,
@@ -812,27 +788,6 @@ def migrate(args: argparse.Namespace) -> int:
     )
     print(redact(plan.summary(), args.db))
     return 0
-
-
-def listen_host(text: str) -> str:
-    try:
-        return metrics.listen_host(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def allowed_host(text: str) -> str:
-    try:
-        return hosts.allowed_name(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def port(text: str) -> int:
-    value = whole_number(text, low=0, noun="a port number")
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {text!r}")
-    return value
 
 
 def _is_database_error(exc: BaseException) -> bool:

@@ -25,6 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import validate
+from .arguments import (
+    batch_size,
+    concurrency,
+    every_option,
+    module_name,
+    queues_option,
+    reconnect_limit,
+    sync_level,
+    whole_number,
+)
 from .durations import duration, positive_duration
 from .errors import InvalidArgument
 from .fairness import parse_queues
@@ -46,90 +56,6 @@ DEFAULT_COMMIT_INTERVAL = 0.05
 # finds nothing costs one read).
 DEFAULT_PURGE_EVERY = 60.0
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-# -- argument types: a bad value is a one-line usage error naming it -----------------------
-
-
-def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> int:
-    """A whole number of at least `low` (1 unless told); `noun` names it in the error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-    if value < low:
-        bound = "zero or more" if low == 0 else f"at least {low}"
-        raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
-    return value
-
-
-def concurrency(text: str) -> int:
-    """--concurrency: 1 to MAX_WORKERS worker processes."""
-    value = whole_number(text, noun="a whole number of workers")
-    if value > validate.MAX_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"expected from 1 to {validate.MAX_WORKERS} workers (MAX_WORKERS), got {text!r}"
-        )
-    return value
-
-
-def batch_size(text: str) -> int:
-    """--batch: 1 to MAX_CLAIM_LIMIT jobs, refused here rather than by every worker started."""
-    value = whole_number(text)
-    if value > validate.MAX_CLAIM_LIMIT:
-        raise argparse.ArgumentTypeError(
-            f"expected at most {validate.MAX_CLAIM_LIMIT} jobs (MAX_CLAIM_LIMIT), got {text!r}"
-        )
-    return value
-
-
-def reconnect_limit(text: str) -> int:
-    """--reconnect-limit: a whole number of attempts, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of attempts, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _kept_as_written(check: Callable[[str], Any]) -> Callable[[str], str]:
-    """An argument type that checks the text with `check` and keeps it as written (a worker
-    process is given it so)."""
-
-    def checked(text: str) -> str:
-        try:
-            check(text)
-        except InvalidArgument as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
-
-    return checked
-
-
-queues_option = _kept_as_written(parse_queues)  # --queues mail:3,reports
-every_option = _kept_as_written(parse_every)  # --every report=60
-
-
-def sync_level(text: str) -> str:
-    level = text.upper()
-    if level not in SYNCHRONOUS_LEVELS:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SYNCHRONOUS_LEVELS)}, got {text!r}")
-    return level
-
-
-def module_name(text: str) -> str:
-    """--handlers MODULE: a name, never one that a command line would read as an option."""
-    try:
-        validate.text("handler module", text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not text or text.startswith("-"):
-        raise argparse.ArgumentTypeError(
-            f"a handler module name cannot be empty or begin with '-', got {text!r}"
-        )
-    return text
 
 
 # -- how a field is an option ------------------------------------------------------------
