@@ -60,7 +60,7 @@ from .queue import STATES, JobQueue, writable
 from .redaction import ArgumentParser, guard_logging, redact
 from .settings import PoolSettings, WorkerSettings
 from .signals import StopEvent, stop_on
-from .validate import DEFAULT_QUEUE, FINISHED_STATES
+from .validate import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, FINISHED_STATES
 
 PROG = "labqueue"
 DEFAULT_WATCH = 2.0
@@ -615,7 +615,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("payload", metavar="PAYLOAD_JSON", help="the payload as JSON; '-': JSON lines on stdin")
     p.add_argument("--delay", type=duration, default=0.0, metavar="DURATION", help="ready after this long")
     p.add_argument(
-        "--max-attempts", type=max_attempts, metavar="N", help="attempts before it is dead (default 5)"
+        "--max-attempts",
+        type=max_attempts,
+        metavar="N",
+        help=f"attempts before it is dead (default {DEFAULT_MAX_ATTEMPTS})",
     )
     p.add_argument("--dedupe-key", metavar="KEY", help="add nothing if a job with this key is already stored")
     p.add_argument("--priority", type=priority, default=0, metavar="N", help="higher runs first (default 0)")

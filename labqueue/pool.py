@@ -163,7 +163,7 @@ class WorkerPool:
         path: str | os.PathLike[str] | None,
         size: int,
         *,
-        lease_seconds: float = 30.0,
+        lease_seconds: float = validate.DEFAULT_LEASE,
         idle_exit: float | None = DEFAULT_IDLE_EXIT,
         settings: WorkerSettings | None = None,
         names: Callable[[int], str] = "w{}".format,

@@ -39,12 +39,12 @@ from .durations import duration, positive_duration
 from .errors import InvalidArgument
 from .fairness import parse_queues
 from .joblog import LOG_FORMATS
-from .queue import SYNCHRONOUS_LEVELS
+from .queue import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
 from .schedule import Every, parse_every
+from .validate import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 
 DEFAULT_IDLE_EXIT = 2.0
 DEFAULT_POLL = 0.05
-DEFAULT_LEASE = 30.0
 # Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
 # the next batch) in one write transaction. A crash re-runs at most one batch.
 DEFAULT_BATCH = 10
@@ -55,7 +55,10 @@ DEFAULT_COMMIT_INTERVAL = 0.05
 # With --purge-after, how often a worker purges (each worker of a pool does; a purge that
 # finds nothing costs one read).
 DEFAULT_PURGE_EVERY = 60.0
+DEFAULT_CONCURRENCY = 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DEFAULT_LOG_LEVEL = "INFO"
+DEFAULT_LOG_FORMAT = "text"
 
 
 # -- how a field is an option ------------------------------------------------------------
@@ -193,21 +196,23 @@ class WorkerSettings(Settings):
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     max_attempts: int | None = option(
-        None, "--max-attempts", "attempts for jobs that the handlers enqueue (default: the queue's, 5)",
+        None, "--max-attempts",
+        f"attempts for jobs that the handlers enqueue (default: the queue's, {DEFAULT_MAX_ATTEMPTS})",
         metavar="N", parse=whole_number,
     )  # fmt: skip
     backoff_base: float | None = option(
         None, "--backoff-base",
-        "retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
+        "retry backoff ceiling after the first failure; it doubles per attempt "
+        f"(default {DEFAULT_BACKOFF_BASE:g})",
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     backoff_cap: float | None = option(
-        None, "--backoff-cap", "the largest retry backoff ceiling (default 60)",
+        None, "--backoff-cap", f"the largest retry backoff ceiling (default {DEFAULT_BACKOFF_CAP:g})",
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     synchronous: str | None = option(
         None, "--synchronous",
-        f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default NORMAL)",
+        f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default {DEFAULT_SYNCHRONOUS})",
         metavar="LEVEL", parse=sync_level,
     )  # fmt: skip
     batch: int = option(
@@ -267,11 +272,13 @@ class WorkerSettings(Settings):
         True, "--no-wake", "poll every --poll seconds when idle instead of waiting for producers' hints",
     )  # fmt: skip
     log_level: str = option(
-        "INFO", "--log-level", "the least important log records shown (default INFO)",
+        DEFAULT_LOG_LEVEL, "--log-level",
+        f"the least important log records shown (default {DEFAULT_LOG_LEVEL})",
         parse=str.upper, choices=LOG_LEVELS, env="LABQUEUE_LOG_LEVEL",
     )  # fmt: skip
     log_format: str = option(
-        "text", "--log-format", "text lines, or one JSON object per line (default text)",
+        DEFAULT_LOG_FORMAT, "--log-format",
+        f"text lines, or one JSON object per line (default {DEFAULT_LOG_FORMAT})",
         choices=LOG_FORMATS, env="LABQUEUE_LOG_FORMAT",
     )  # fmt: skip
     log_success: bool = option(
@@ -363,7 +370,8 @@ class PoolSettings(Settings):
         metavar="DURATION", parse=duration,
     )  # fmt: skip
     concurrency: int = option(
-        1, "--concurrency", "run N supervised worker processes (default 1)",
+        DEFAULT_CONCURRENCY, "--concurrency",
+        f"run N supervised worker processes (default {DEFAULT_CONCURRENCY})",
         metavar="N", parse=concurrency, env="LABQUEUE_CONCURRENCY",
     )  # fmt: skip
     grace: float | None = option(

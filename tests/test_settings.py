@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
+import re
 
 import pytest
 
@@ -12,6 +14,7 @@ from labqueue import InvalidArgument
 from labqueue.cli import build_parser
 from labqueue.environment import worker_variables
 from labqueue.procs import worker_command
+from labqueue.queue import JobQueue
 from labqueue.schedule import Every
 from labqueue.settings import PoolSettings, WorkerSettings
 from labqueue.worker import WorkerLoop
@@ -167,3 +170,42 @@ def test_the_worker_process_help_names_no_variable(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "env var" not in capsys.readouterr().out
+
+
+# -- defaults: stated once, and the help says the true one ------------------------------------
+
+# Settings whose None means "the queue's own": their help names JobQueue's default.
+QUEUES_OWN = {"max_attempts", "backoff_base", "backoff_cap", "synchronous"}
+
+
+def shown(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def the_queues_defaults() -> dict[str, object]:
+    return {name: p.default for name, p in inspect.signature(JobQueue).parameters.items()}
+
+
+@pytest.mark.parametrize("cls", [WorkerSettings, PoolSettings])
+def test_each_options_help_shows_its_true_default(cls):
+    queues = the_queues_defaults()
+    for f, opt in cls.options():
+        default = queues[f.name] if f.name in QUEUES_OWN else f.default
+        if isinstance(default, (bool, tuple)):
+            continue  # a switch, or a repeatable option: nothing to show
+        if default is None:
+            assert "(default" in opt.help, f.name  # said in words: "(default: no limit)"
+            continue
+        pattern = rf"\(default[^)]*\b{re.escape(shown(default))}\b"
+        assert re.search(pattern, opt.help), (f.name, default, opt.help)
+
+
+def test_the_queue_defaults_are_the_same_on_both_backends_and_for_enqueue():
+    pg = pytest.importorskip("labqueue.postgres.queue")
+    queues = the_queues_defaults()
+    pg_defaults = {name: p.default for name, p in inspect.signature(pg.PgJobQueue).parameters.items()}
+    for name in QUEUES_OWN - {"synchronous"}:
+        assert pg_defaults[name] == queues[name], name
+    enqueue = build_parser()._subparsers._group_actions[0].choices["enqueue"]  # type: ignore[union-attr]
+    [attempts] = [a for a in enqueue._actions if a.dest == "max_attempts"]
+    assert f"(default {queues['max_attempts']})" in str(attempts.help)
