@@ -21,13 +21,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from .errors import InvalidArgument
-from .settings import PoolSettings, WorkerSettings
+from .settings import PoolSettings, WorkerSettings, WorkerStart
 
 DB_VARIABLE = "LABQUEUE_DB"
+# A worker process's settings, whole, as its supervisor passes them (labqueue.procs).
+WORKER_SETTINGS_VARIABLE = "LABQUEUE_WORKER_SETTINGS"
 
 
 def worker_variables() -> dict[str, str]:
@@ -93,3 +95,17 @@ def db_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     """LABQUEUE_DB, or None when unset or empty."""
     environ = os.environ if environ is None else environ
     return environ.get(DB_VARIABLE) or None
+
+
+def take_worker_start(environ: MutableMapping[str, str] | None = None) -> WorkerStart | None:
+    """The settings a supervisor passed this worker process whole (None: none were), taken
+    out of the environment, so that no process a handler starts inherits them. A bad value
+    is InvalidArgument naming the variable."""
+    environ = os.environ if environ is None else environ
+    text = environ.pop(WORKER_SETTINGS_VARIABLE, None)
+    if text is None:
+        return None
+    try:
+        return WorkerStart.from_json(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{WORKER_SETTINGS_VARIABLE}: {exc}") from None

@@ -9,18 +9,29 @@ the fields:
 - add_options(parser): the command line's options, each help naming its variable;
 - variables(): the LABQUEUE_* variables (labqueue.environment reads them);
 - from_args(args): the settings back from parsed arguments;
-- command_words(): the options a worker process is started with (labqueue.procs);
+- as_json() and from_json(): the settings whole, as a worker process started by a
+  supervisor receives them with its name, lease and idle exit (WorkerStart, one JSON value
+  in its environment: labqueue.procs.worker_environment);
 - the worker loop (labqueue.worker), WorkerPool and the chaos harness take a WorkerSettings.
 
-Adding a worker option is adding a field here (and using it in the loop).
+Adding a worker option is adding a field here (and using it in the loop): it reaches the
+command line, its variable and every worker process with nothing else written.
+
+Two idle exits, on purpose: worker.run, WorkerPool, start_worker and ``python -m
+labqueue.worker`` leave after DEFAULT_IDLE_EXIT seconds with nothing to do, because code
+that starts workers (a test, a notebook, a script draining a queue) wants them to end
+once the work is done, as rq's burst mode does; ``labqueue worker``, the operator's
+service, runs until stopped unless given --idle-exit, because a service that leaves when
+the queue is empty for a moment would only be restarted by its systemd unit or container.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -43,7 +54,7 @@ from .queue import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
 from .schedule import Every, parse_every
 from .validate import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 
-DEFAULT_IDLE_EXIT = 2.0
+DEFAULT_IDLE_EXIT = 2.0  # the library's; `labqueue worker` runs until stopped (see above)
 DEFAULT_POLL = 0.05
 # Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
 # the next batch) in one write transaction. A crash re-runs at most one batch.
@@ -139,39 +150,64 @@ class Settings:
 
     def replace(self: S, **changes: Any) -> S:
         """These settings with `changes` (field names), checked like new ones."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})  # type: ignore[arg-type]
-        if unknown:
-            raise InvalidArgument(f"{type(self).__name__} has no setting {', '.join(map(repr, unknown))}")
+        self.refuse_unknown(changes)
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
-    def command_words(self) -> list[str]:
-        """The options that start a worker process with these settings: those that differ
-        from their default, as their flag would be written."""
-        words: list[str] = []
-        for f, opt in self.options():
-            value = getattr(self, f.name)
-            if value == f.default:
-                continue
-            if isinstance(f.default, bool):
-                words.append(opt.flag)
-            elif isinstance(f.default, tuple):
-                for item in value:
-                    words += [opt.flag, _written(item)]
-            else:
-                words += [opt.flag, str(value)]
-        return words
+    @classmethod
+    def refuse_unknown(cls, names: Iterable[str]) -> None:
+        unknown = sorted(set(names) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+        if unknown:
+            raise InvalidArgument(f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}")
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field as JSON holds it: a repeatable one as a list, a schedule made in code
+        as its fields."""
+        fields = dataclasses.asdict(self)  # type: ignore[call-overload]
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
+
+    @classmethod
+    def from_json(cls: type[S], value: object) -> S:
+        """The settings as_json() wrote, each value checked as its option's text would be;
+        a field missing takes its default."""
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"{cls.__name__} must be a JSON object, got {value!r}")
+        cls.refuse_unknown(value)
+        fields = {f.name: (f, opt) for f, opt in cls.options()}
+        return cls(**{name: _from_json(name, *fields[name], item) for name, item in value.items()})
 
 
-def _written(item: Any) -> str:
-    """A repeatable option's item as its command line writes it."""
-    if not isinstance(item, Every):
-        return str(item)
-    if (item.payload, item.name, item.priority, item.queue) != (None, None, 0, validate.DEFAULT_QUEUE):
-        raise InvalidArgument(
-            f"a worker process is given --every KIND=DURATION only: {item!r} has more (a payload, "
-            "a name, a priority or a queue); run that schedule in this process (worker.run)"
+def _from_json(name: str, f: dataclasses.Field, opt: Option, value: Any) -> Any:
+    """One field's JSON value as the field holds it, refused unless it is what the option
+    would read from its text (a number for --batch, never "4"). A repeatable option comes
+    as a list, and a schedule made in code as an object of its fields."""
+    if isinstance(f.default, tuple):
+        if not isinstance(value, list):
+            raise InvalidArgument(f"{name}: expected a JSON list, got {value!r}")
+        return tuple(
+            _schedule(name, item) if isinstance(item, dict) else _typed(name, opt, item) for item in value
         )
-    return f"{item.kind}={item.seconds!r}"
+    if isinstance(f.default, bool) or value is None:
+        if type(value) is not type(f.default) and f.default is not None:
+            raise InvalidArgument(f"{name}: expected a value like {f.default!r}, got {value!r}")
+        return value
+    return _typed(name, opt, value)
+
+
+def _typed(name: str, opt: Option, value: Any) -> Any:
+    try:
+        same = opt.parse(str(value)) == value if opt.parse is not None else isinstance(value, str)
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
+    if not same or isinstance(value, (bool, list, dict)):
+        raise InvalidArgument(f"{name}: expected what {opt.flag} takes, got {value!r}")
+    return value
+
+
+def _schedule(name: str, fields: dict[str, Any]) -> Every:
+    try:
+        return Every(**fields)
+    except TypeError as exc:
+        raise InvalidArgument(f"{name}: not a schedule's fields ({exc}): {fields!r}") from None
 
 
 def _from_variable(opt: Option, text: str) -> Any:
@@ -386,3 +422,43 @@ def worker_settings(given: WorkerSettings | None = None, **changes: Any) -> Work
     """`given` (default settings when None) with `changes`, for functions that take both."""
     settings = given if given is not None else WorkerSettings()
     return settings.replace(**changes) if changes else settings
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """What a supervisor tells each worker process it starts, whole: its name, lease, idle
+    exit (None: run until stopped) and settings. It travels as one JSON value in the
+    process's environment (labqueue.procs.worker_environment), never on its command line,
+    and every field of WorkerSettings goes with it."""
+
+    worker_id: str
+    lease_seconds: float
+    idle_exit: float | None = DEFAULT_IDLE_EXIT
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
+
+    def __post_init__(self) -> None:
+        validate.text("worker_id", self.worker_id)
+        validate.positive("lease_seconds", self.lease_seconds)
+        if self.idle_exit is not None:
+            validate.positive("idle_exit", self.idle_exit, allow_zero=True)
+        if not isinstance(self.settings, WorkerSettings):
+            raise InvalidArgument(f"settings must be a WorkerSettings, got {self.settings!r}")
+
+    def to_json(self) -> str:
+        whole = {**dataclasses.asdict(self), "settings": self.settings.as_json()}
+        try:
+            return json.dumps(whole, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # a schedule's payload JSON cannot hold
+            raise InvalidArgument(f"these settings cannot go to a worker process as JSON: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerStart:
+        """The value to_json() wrote; anything else is InvalidArgument naming what is wrong."""
+        try:
+            whole = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"not JSON ({exc}): {text[:60]!r}") from None
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(whole, dict) or sorted(whole) != sorted(names):
+            raise InvalidArgument(f"expected a JSON object of {', '.join(names)}, got {text[:60]!r}")
+        return cls(**{**whole, "settings": WorkerSettings.from_json(whole["settings"])})
