@@ -106,7 +106,7 @@ def worker(args: argparse.Namespace) -> int:
         raise UsageError(f"argument --id: a worker id must not be empty or start with '-', got {worker_id!r}")
     try:
         settings = WorkerSettings.from_args(args)
-    except InvalidArgument as exc:  # a bad LABQUEUE_HANDLERS, or weights with --strict
+    except InvalidArgument as exc:  # weights with --strict
         raise UsageError(str(exc)) from None
     configure_logging(settings.log_level, settings.log_format, log_success=settings.log_success)
     guard_logging(args.db)  # the supervisor's log never shows the location's password
@@ -512,9 +512,9 @@ def dashboard(args: argparse.Namespace) -> int:
     ps does not show; 32 characters at least), every request needs it: open /?token=... once
     and a cookie carries it. Listening beyond 127.0.0.1 without a token is refused; a request
     sent to a host name it does not serve gets 421 (--allow-host). Runs until SIGTERM or Ctrl-C."""
-    from .dashboard import TOKEN_VARIABLE, Dashboard, check_exposure, serve
+    from .dashboard import Dashboard, check_exposure, serve
 
-    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    token = args.token if args.token is not None else environment.dashboard_token()
     check_exposure(args.host, token)  # before the queue is opened or anything listens
     # A file this user may only read is served read-only: every page, no action.
     read_only = not is_postgres_url(args.db) and Path(args.db).exists() and not writable(args.db)

@@ -30,8 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -75,6 +74,18 @@ DEFAULT_LOG_FORMAT = "text"
 # -- how a field is an option ------------------------------------------------------------
 
 
+class Repeatable(argparse.Action):
+    """argparse's "append", except that the first value given replaces the default (what a
+    LABQUEUE_* variable says, labqueue.environment) instead of adding to it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        given = getattr(namespace, self.dest, None)
+        items = [] if given is None or given is self.default else list(given)
+        setattr(namespace, self.dest, [*items, values])
+
+
 @dataclass(frozen=True)
 class Option:
     """The command-line side of a settings field. A bool field is a switch (its flag sets
@@ -116,7 +127,7 @@ class Settings:
             if isinstance(f.default, bool):
                 parser.add_argument(opt.flag, action="store_false" if f.default else "store_true", **common)
             elif isinstance(f.default, tuple):
-                parser.add_argument(opt.flag, action="append", default=None, metavar=opt.metavar, **common)
+                parser.add_argument(opt.flag, action=Repeatable, default=None, metavar=opt.metavar, **common)
             else:
                 parser.add_argument(
                     opt.flag,
@@ -132,20 +143,13 @@ class Settings:
         return {opt.env: f.name for f, opt in cls.options() if opt.env}
 
     @classmethod
-    def from_args(cls: type[S], args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> S:
-        """The settings parsed into `args` (by a parser add_options() was given). A
-        repeatable option not given reads its variable, comma-separated; the others'
-        variables are read by the parser (labqueue.environment.worker_defaults)."""
-        environ = os.environ if environ is None else environ
+    def from_args(cls: type[S], args: argparse.Namespace) -> S:
+        """The settings parsed into `args` (by a parser add_options() was given; the
+        parser reads the variables: labqueue.environment.worker_defaults)."""
         values = {}
-        for f, opt in cls.options():
+        for f, _ in cls.options():
             value = getattr(args, f.name)
-            if isinstance(f.default, tuple):
-                if not value and opt.env and environ.get(opt.env):
-                    parts = [part.strip() for part in environ[opt.env].split(",")]
-                    value = [_from_variable(opt, part) for part in parts if part]
-                value = tuple(value or ())
-            values[f.name] = value
+            values[f.name] = tuple(value or ()) if isinstance(f.default, tuple) else value
         return cls(**values)
 
     def replace(self: S, **changes: Any) -> S:
@@ -155,6 +159,7 @@ class Settings:
 
     @classmethod
     def refuse_unknown(cls, names: Iterable[str]) -> None:
+        """InvalidArgument naming any of `names` that is not a setting of these."""
         unknown = sorted(set(names) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
         if unknown:
             raise InvalidArgument(f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}")
@@ -208,15 +213,6 @@ def _schedule(name: str, fields: dict[str, Any]) -> Every:
         return Every(**fields)
     except TypeError as exc:
         raise InvalidArgument(f"{name}: not a schedule's fields ({exc}): {fields!r}") from None
-
-
-def _from_variable(opt: Option, text: str) -> Any:
-    if opt.parse is None:
-        return text
-    try:
-        return opt.parse(text)
-    except argparse.ArgumentTypeError as exc:
-        raise InvalidArgument(f"{opt.env}={text!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -708,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.lease_seconds <= 0:
             parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
         idle_exit = None if args.no_idle_exit else args.idle_exit
-        settings = WorkerSettings.from_args(args, environ={})
+        settings = WorkerSettings.from_args(args)  # reads no variable
         try:
             start = WorkerStart(args.worker_id, args.lease_seconds, idle_exit, settings)
         except InvalidArgument as exc:

@@ -9,12 +9,18 @@ import inspect
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
 from labqueue import InvalidArgument
 from labqueue.cli import build_parser
-from labqueue.environment import WORKER_SETTINGS_VARIABLE, take_worker_start, worker_variables
+from labqueue.environment import (
+    WORKER_SETTINGS_VARIABLE,
+    take_worker_start,
+    worker_defaults,
+    worker_variables,
+)
 from labqueue.pool import WorkerPool
 from labqueue.procs import worker_command, worker_environment
 from labqueue.queue import JobQueue
@@ -48,7 +54,8 @@ STRICT = WorkerSettings(queues="mail,reports", strict=True)  # weights only go w
 def parsed(argv: list[str], cls: type = WorkerSettings, environ: dict[str, str] | None = None):
     parser = argparse.ArgumentParser(exit_on_error=False)
     cls.add_options(parser)
-    return cls.from_args(parser.parse_args(argv), environ={} if environ is None else environ)
+    worker_defaults(parser, {} if environ is None else environ)
+    return cls.from_args(parser.parse_args(argv))
 
 
 def test_every_field_is_changed_by_an_example():
@@ -205,11 +212,11 @@ def test_the_variables_come_from_the_fields_and_the_help_names_them():
         "LABQUEUE_JOB_TIMEOUT": "job_timeout",
         "LABQUEUE_LOG_LEVEL": "log_level",
         "LABQUEUE_LOG_FORMAT": "log_format",
+        "LABQUEUE_HANDLERS": "handlers",
     }
-    assert WorkerSettings.variables()["LABQUEUE_HANDLERS"] == "handlers"  # read by from_args
     worker = build_parser()._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr]
     text = worker.format_help().replace("\n", " ")
-    for variable in [*variables, "LABQUEUE_HANDLERS"]:
+    for variable in variables:
         assert f"[env var: {variable}]" in " ".join(text.split())
 
 
@@ -217,8 +224,24 @@ def test_labqueue_handlers_stands_in_for_handlers_not_given():
     environ = {"LABQUEUE_HANDLERS": "myapp.jobs, other.jobs"}
     assert parsed([], environ=environ).handlers == ("myapp.jobs", "other.jobs")
     assert parsed(["--handlers", "mine"], environ=environ).handlers == ("mine",)  # the command line wins
-    with pytest.raises(InvalidArgument, match="LABQUEUE_HANDLERS='-x'"):
-        parsed([], environ={"LABQUEUE_HANDLERS": "-x"})
+    assert parsed(["--handlers", "a", "--handlers", "b"], environ=environ).handlers == ("a", "b")
+    with pytest.raises(argparse.ArgumentError, match="argument --handlers: LABQUEUE_HANDLERS='-x'"):
+        parsed([], environ={"LABQUEUE_HANDLERS": "ok, -x"})
+
+
+def test_only_labqueue_environment_reads_the_environment():
+    """One place reads LABQUEUE_* settings: no other module of the commands and the worker
+    touches os.environ, but to pass it on (procs, watchdog) or take its own slot (attribution)."""
+    import labqueue
+
+    root = Path(labqueue.__file__).parent
+    readers = {
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "os.environ" in path.read_text()
+        and not {"lab", "tutorial", "bench", "chaos", "website", "demo"} & set(path.relative_to(root).parts)
+    }
+    assert readers <= {"environment.py", "procs.py", "watchdog.py", "attribution.py", "postgres/server.py"}
 
 
 def test_a_worker_process_reads_no_variable(tmp_path, monkeypatch, capsys):
