@@ -324,11 +324,11 @@ class WorkerSettings(Settings):
         names for `queues` is taken as written "a,b"."""
         if self.queues is not None and not isinstance(self.queues, str):
             object.__setattr__(self, "queues", ",".join(self.queues))
-        for name in ("handlers", "every"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
         for f, opt in self.options():
             value = getattr(self, f.name)
+            if isinstance(f.default, tuple):  # one text, or any sequence: a tuple
+                value = (value,) if isinstance(value, str) else tuple(value)
+                object.__setattr__(self, f.name, value)
             if value is None or value == f.default or isinstance(f.default, bool):
                 continue
             items = value if isinstance(f.default, tuple) else (value,)
