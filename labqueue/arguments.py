@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import hosts, metrics, validate
+from . import hosts, validate
 from .errors import InvalidArgument
 from .fairness import parse_queues
 from .queue import SYNCHRONOUS_LEVELS
@@ -159,5 +159,11 @@ def sync_level(text: str) -> str:
 
 queues_option = kept_as_written(parse_queues)  # --queues mail:3,reports
 every_option = kept_as_written(parse_every)  # --every report=60
-listen_host = refusing(metrics.listen_host)  # --host of metrics and dashboard
 allowed_host = refusing(hosts.allowed_name)  # --allow-host
+
+
+def listen_host(text: str) -> str:
+    """--host of metrics and dashboard."""
+    from .metrics import listen_host as checked  # http.server: not imported by every worker process
+
+    return refusing(checked)(text)
