@@ -35,8 +35,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, environment, hosts, listing, metrics
+from . import __version__, environment, listing, metrics
 from . import handlers as registry
+from .arguments import (
+    allowed_host,
+    concurrency_key,
+    count,
+    job_id,
+    kind,
+    listen_host,
+    max_attempts,
+    port,
+    priority,
+    queue_name,
+    whole_number,
+)
 from .backends import is_postgres_url, open_queue
 from .durations import duration, positive_duration
 from .errors import (
@@ -52,9 +65,9 @@ from .joblog import configure_logging
 from .pool import StopSignals, WorkerPool
 from .queue import STATES, JobQueue, writable
 from .redaction import ArgumentParser, guard_logging, redact
-from .settings import PoolSettings, WorkerSettings, whole_number
+from .settings import PoolSettings, WorkerSettings
 from .signals import StopEvent, stop_on
-from .validate import DEFAULT_QUEUE, FINISHED_STATES
+from .validate import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, FINISHED_STATES
 
 PROG = "labqueue"
 DEFAULT_WATCH = 2.0
@@ -100,7 +113,7 @@ def worker(args: argparse.Namespace) -> int:
         raise UsageError(f"argument --id: a worker id must not be empty or start with '-', got {worker_id!r}")
     try:
         settings = WorkerSettings.from_args(args)
-    except InvalidArgument as exc:  # a bad LABQUEUE_HANDLERS, or weights with --strict
+    except InvalidArgument as exc:  # weights with --strict
         raise UsageError(str(exc)) from None
     configure_logging(settings.log_level, settings.log_format, log_success=settings.log_success)
     guard_logging(args.db)  # the supervisor's log never shows the location's password
@@ -501,9 +514,9 @@ def dashboard(args: argparse.Namespace) -> int:
     ps does not show; 32 characters at least), every request needs it: open /?token=... once
     and a cookie carries it. Listening beyond 127.0.0.1 without a token is refused; a request
     sent to a host name it does not serve gets 421 (--allow-host). Runs until SIGTERM or Ctrl-C."""
-    from .dashboard import TOKEN_VARIABLE, Dashboard, check_exposure, serve
+    from .dashboard import Dashboard, check_exposure, serve
 
-    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    token = args.token if args.token is not None else environment.dashboard_token()
     check_exposure(args.host, token)  # before the queue is opened or anything listens
     # A file this user may only read is served read-only: every page, no action.
     read_only = not is_postgres_url(args.db) and Path(args.db).exists() and not writable(args.db)
@@ -558,43 +571,6 @@ def tool(name: str, argv: Sequence[str]) -> int:
 # -- argument parsing ---------------------------------------------------------------------
 
 
-def kind(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a job kind cannot be empty")
-    return text
-
-
-def job_id(text: str) -> int:
-    return whole_number(text, noun="a job id")
-
-
-def count(text: str) -> int:
-    return whole_number(text, low=0)
-
-
-def priority(text: str) -> int:
-    return whole_number(text, low=-(2**31), noun="a priority")
-
-
-def concurrency_key(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a concurrency key cannot be empty")
-    return text
-
-
-def queue_name(text: str) -> str:
-    if not text:
-        raise argparse.ArgumentTypeError("a queue name cannot be empty")
-    return text
-
-
-def max_attempts(text: str) -> int:
-    value = count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(  # argparse's, its usage errors redacted (labqueue.redaction)
         prog=PROG,
@@ -641,7 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("payload", metavar="PAYLOAD_JSON", help="the payload as JSON; '-': JSON lines on stdin")
     p.add_argument("--delay", type=duration, default=0.0, metavar="DURATION", help="ready after this long")
     p.add_argument(
-        "--max-attempts", type=max_attempts, metavar="N", help="attempts before it is dead (default 5)"
+        "--max-attempts",
+        type=max_attempts,
+        metavar="N",
+        help=f"attempts before it is dead (default {DEFAULT_MAX_ATTEMPTS})",
     )
     p.add_argument("--dedupe-key", metavar="KEY", help="add nothing if a job with this key is already stored")
     p.add_argument("--priority", type=priority, default=0, metavar="N", help="higher runs first (default 0)")
@@ -816,25 +795,6 @@ def migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def listen_host(text: str) -> str:
-    try:
-        return metrics.listen_host(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def allowed_host(text: str) -> str:
-    try:
-        return hosts.allowed_name(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def port(text: str) -> int:
-    value = whole_number(text, low=0, noun="a port number")
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number up to 65535, got {text!r}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,8 +3,9 @@ warm (SIGTERM: finish the current job) and then hard (kill_tree).
 
 Every worker is a fresh interpreter running ``python -m labqueue.worker`` (see
 ``labqueue.procs.worker_command``), so the pool works the same under spawn, forkserver or
-fork, and from a notebook. The queue's location reaches each worker in its environment
-(LABQUEUE_DB), never on its command line, where any local user could read a password.
+fork, and from a notebook. The queue's location (LABQUEUE_DB) and the worker's name and
+settings (LABQUEUE_WORKER_SETTINGS, one JSON value) reach each worker in its environment,
+never on its command line, where any local user could read a password.
 ``labqueue worker --concurrency N`` is this class with ``supervise()``; the course's labs
 use its pieces (``fill``, ``reap``, ``kill``, ``stop``).
 """
@@ -25,7 +26,7 @@ from typing import Any
 from . import validate
 from .attribution import RunningSlot, fail_timed_out, note_crash
 from .errors import InvalidArgument
-from .procs import kill_tree, worker_command, worker_environment
+from .procs import kill_tree, location_environment, worker_command, worker_environment
 from .renewal import EXIT_CANCELLED, EXIT_TIMED_OUT
 from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, worker_settings
 
@@ -163,7 +164,7 @@ class WorkerPool:
         path: str | os.PathLike[str] | None,
         size: int,
         *,
-        lease_seconds: float = 30.0,
+        lease_seconds: float = validate.DEFAULT_LEASE,
         idle_exit: float | None = DEFAULT_IDLE_EXIT,
         settings: WorkerSettings | None = None,
         names: Callable[[int], str] = "w{}".format,
@@ -212,11 +213,9 @@ class WorkerPool:
         return len(self.processes)
 
     def command_line(self, name: str) -> list[str]:
-        """The command line of the worker called `name`."""
-        if self.command is not None:
-            return self.command(name)
-        assert self.path is not None
-        return worker_command(self.path, name, self.lease_seconds, self.idle_exit, self.settings)
+        """The command line of the worker called `name` (the same for every labqueue
+        worker: its name and settings are in its environment, see _start)."""
+        return worker_command() if self.command is None else self.command(name)
 
     # -- starting and replacing -----------------------------------------------------
 
@@ -318,8 +317,12 @@ class WorkerPool:
         name = self.names(self.started)
         out = subprocess.DEVNULL if self.quiet else None
         options: dict[str, Any] = {"stdout": out, "stderr": out, **self.popen_options}
-        if self.path is not None:  # the location by environment: never on a command line
-            options["env"] = worker_environment(self.path, options.get("env"))
+        if self.path is not None and self.command is None:  # location and settings: never on a command line
+            options["env"] = worker_environment(
+                self.path, name, self.lease_seconds, self.idle_exit, self.settings, environ=options.get("env")
+            )
+        elif self.path is not None:  # a command of a lab's own reads the location only
+            options["env"] = location_environment(self.path, options.get("env"))
         if self.new_session and os.name == "posix":
             options["start_new_session"] = True
         running = None

@@ -13,12 +13,12 @@ from typing import Any, Protocol
 import psutil
 
 from . import validate
-from .environment import DB_VARIABLE
-from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, worker_settings
+from .environment import DB_VARIABLE, WORKER_SETTINGS_VARIABLE
+from .settings import DEFAULT_IDLE_EXIT, WorkerSettings, WorkerStart, worker_settings
 
-# What a started worker finds in the place of DB on its command line: "read the location
-# from LABQUEUE_DB". A location may be a URL with a password, and every local user can
-# read a command line (ps, /proc/PID/cmdline); a process's environment only its owner.
+# What a worker run by hand may give in the place of DB: "read the location from
+# LABQUEUE_DB". A location may be a URL with a password, and every local user can read a
+# command line (ps, /proc/PID/cmdline); a process's environment only its owner.
 DB_FROM_ENVIRONMENT = "-"
 
 
@@ -71,43 +71,39 @@ def _freeze_tree(root: psutil.Process, spare: set[int]) -> list[psutil.Process]:
                 pass
 
 
-def worker_command(
+def worker_command() -> list[str]:
+    """The command line of a worker process labqueue starts: ``python -m labqueue.worker``
+    and nothing else. Everything it needs is in its environment (worker_environment), so
+    no option can be smuggled in by a name, and a password in a URL stays out of ``ps``."""
+    return [sys.executable, "-m", "labqueue.worker"]
+
+
+def worker_environment(
     path: str | os.PathLike[str],
     worker_id: str,
     lease_seconds: float,
     idle_exit: float | None = DEFAULT_IDLE_EXIT,
     settings: WorkerSettings | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
     **options: Any,
-) -> list[str]:
-    """The command line of one worker process, ``python -m labqueue.worker ...``, to run
-    with worker_environment(path): the location is never on the command line (its DB
-    is ``-``, which reads LABQUEUE_DB), so a password in a URL stays out of ``ps``.
-    `settings` (labqueue.settings.WorkerSettings), changed by any of its fields given as
-    keywords (handlers=["myapp.jobs"], poll=0.1), are its options. It leaves after
-    `idle_exit` seconds with nothing to do; None: it runs until stopped.
-
-    Options come first and ``--`` ends them, so a worker id that begins with ``-``
-    (even ``--handlers=module``) is read as the value it is, never as an option.
-    A handler module name that begins with ``-``, or any value with a NUL character,
-    is refused with InvalidArgument."""
-    validate.db_path(path)
-    validate.text("worker_id", worker_id)
-    validate.positive("lease_seconds", lease_seconds)
-    words = worker_settings(settings, **options).command_words()
-    positionals = [DB_FROM_ENVIRONMENT, worker_id, str(lease_seconds)]
-    if idle_exit is None:
-        words.append("--no-idle-exit")
-    else:
-        validate.positive("idle_exit", idle_exit, allow_zero=True)
-        positionals.append(str(idle_exit))
-    return [sys.executable, "-m", "labqueue.worker", *words, "--", *positionals]
-
-
-def worker_environment(
-    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a worker process started by worker_command(): `environ` (this
-    process's by default) with LABQUEUE_DB set to the queue's location."""
+    process's by default) with the queue's location in LABQUEUE_DB and the rest in
+    LABQUEUE_WORKER_SETTINGS, one JSON value (labqueue.settings.WorkerStart): its name,
+    `lease_seconds`, and `idle_exit` (it leaves after that many seconds with nothing to
+    do; None: it runs until stopped), and `settings` (WorkerSettings), changed by any of
+    its fields given as keywords (handlers=["myapp.jobs"], poll=0.1). A bad value is
+    refused here with InvalidArgument, before any process starts."""
+    start = WorkerStart(worker_id, lease_seconds, idle_exit, worker_settings(settings, **options))
+    return {**location_environment(path, environ), WORKER_SETTINGS_VARIABLE: start.to_json()}
+
+
+def location_environment(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """`environ` (this process's by default) with LABQUEUE_DB set to the queue's location:
+    for a worker whose DB is ``-`` (``python -m labqueue.worker - ID LEASE``)."""
     return {**(os.environ if environ is None else environ), DB_VARIABLE: validate.db_path(path)}
 
 
@@ -121,16 +117,12 @@ def start_worker(
     quiet: bool = True,
     **options: Any,
 ) -> subprocess.Popen:
-    """Start a worker in a fresh interpreter: spawn-safe, whatever called it. The location
-    goes to it in LABQUEUE_DB, never on its command line. `settings` and `options` as
-    for worker_command()."""
+    """Start a worker in a fresh interpreter: spawn-safe, whatever called it. Its location
+    and settings go to it in its environment, never on its command line; the arguments as
+    for worker_environment()."""
     out = subprocess.DEVNULL if quiet else None
-    return subprocess.Popen(
-        worker_command(path, worker_id, lease_seconds, idle_exit, settings, **options),
-        stdout=out,
-        stderr=out,
-        env=worker_environment(path),
-    )
+    env = worker_environment(path, worker_id, lease_seconds, idle_exit, settings, **options)
+    return subprocess.Popen(worker_command(), stdout=out, stderr=out, env=env)
 
 
 def run_together(

@@ -37,9 +37,15 @@ from .drivers.sqlite.driver import BUSY_SLICE, SYNCHRONOUS_LEVELS, SqliteDriver
 from .drivers.sqlite.schema import SQLITE_HEADER, check_writable, run_migration
 from .errors import CannotOpen
 from .roles import Queue
+from .validate import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
+
+# SQLite's synchronous level unless told: in WAL mode a commit survives a crash of the process,
+# and only a power cut may lose the last few.
+DEFAULT_SYNCHRONOUS = "NORMAL"
 
 __all__ = [
     "BUSY_SLICE",
+    "DEFAULT_SYNCHRONOUS",
     "LAST_ATTEMPT_EXPIRED",
     "MAX_CLAIM_LIMIT",
     "MAX_ERROR_CHARS",
@@ -110,11 +116,11 @@ class JobQueue(Queue):
         self,
         path: str | os.PathLike[str],
         *,
-        lease_seconds: float = 30.0,
-        max_attempts: int = 5,
-        backoff_base: float = 1.0,
-        backoff_cap: float = 60.0,
-        synchronous: str = "NORMAL",
+        lease_seconds: float = DEFAULT_LEASE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_base: float = DEFAULT_BACKOFF_BASE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
         clock: Clock = time.time,
         rng: Callable[[], float] = random.random,
         schema: str | None = sql.SCHEMA,

@@ -9,32 +9,52 @@ the fields:
 - add_options(parser): the command line's options, each help naming its variable;
 - variables(): the LABQUEUE_* variables (labqueue.environment reads them);
 - from_args(args): the settings back from parsed arguments;
-- command_words(): the options a worker process is started with (labqueue.procs);
+- as_json() and from_json(): the settings whole, as a worker process started by a
+  supervisor receives them with its name, lease and idle exit (WorkerStart, one JSON value
+  in its environment: labqueue.procs.worker_environment);
 - the worker loop (labqueue.worker), WorkerPool and the chaos harness take a WorkerSettings.
 
-Adding a worker option is adding a field here (and using it in the loop).
+Adding a worker option is adding a field here (and using it in the loop): it reaches the
+command line, its variable and every worker process with nothing else written.
+
+Two idle exits, on purpose: worker.run, WorkerPool, start_worker and ``python -m
+labqueue.worker`` leave after DEFAULT_IDLE_EXIT seconds with nothing to do, because code
+that starts workers (a test, a notebook, a script draining a queue) wants them to end
+once the work is done, as rq's burst mode does; ``labqueue worker``, the operator's
+service, runs until stopped unless given --idle-exit, because a service that leaves when
+the queue is empty for a moment would only be restarted by its systemd unit or container.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import validate
+from .arguments import (
+    batch_size,
+    concurrency,
+    every_option,
+    module_name,
+    queues_option,
+    reconnect_limit,
+    sync_level,
+    whole_number,
+)
 from .durations import duration, positive_duration
 from .errors import InvalidArgument
 from .fairness import parse_queues
 from .joblog import LOG_FORMATS
-from .queue import SYNCHRONOUS_LEVELS
+from .queue import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
 from .schedule import Every, parse_every
+from .validate import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 
-DEFAULT_IDLE_EXIT = 2.0
+DEFAULT_IDLE_EXIT = 2.0  # the library's; `labqueue worker` runs until stopped (see above)
 DEFAULT_POLL = 0.05
-DEFAULT_LEASE = 30.0
 # Group commit: a worker claims up to BATCH ready jobs at once and reports them (and claims
 # the next batch) in one write transaction. A crash re-runs at most one batch.
 DEFAULT_BATCH = 10
@@ -45,94 +65,25 @@ DEFAULT_COMMIT_INTERVAL = 0.05
 # With --purge-after, how often a worker purges (each worker of a pool does; a purge that
 # finds nothing costs one read).
 DEFAULT_PURGE_EVERY = 60.0
+DEFAULT_CONCURRENCY = 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-# -- argument types: a bad value is a one-line usage error naming it -----------------------
-
-
-def whole_number(text: str, *, low: int = 1, noun: str = "a whole number") -> int:
-    """A whole number of at least `low` (1 unless told); `noun` names it in the error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-    if value < low:
-        bound = "zero or more" if low == 0 else f"at least {low}"
-        raise argparse.ArgumentTypeError(f"expected {noun} of {bound}, got {text!r}")
-    return value
-
-
-def concurrency(text: str) -> int:
-    """--concurrency: 1 to MAX_WORKERS worker processes."""
-    value = whole_number(text, noun="a whole number of workers")
-    if value > validate.MAX_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"expected from 1 to {validate.MAX_WORKERS} workers (MAX_WORKERS), got {text!r}"
-        )
-    return value
-
-
-def batch_size(text: str) -> int:
-    """--batch: 1 to MAX_CLAIM_LIMIT jobs, refused here rather than by every worker started."""
-    value = whole_number(text)
-    if value > validate.MAX_CLAIM_LIMIT:
-        raise argparse.ArgumentTypeError(
-            f"expected at most {validate.MAX_CLAIM_LIMIT} jobs (MAX_CLAIM_LIMIT), got {text!r}"
-        )
-    return value
-
-
-def reconnect_limit(text: str) -> int:
-    """--reconnect-limit: a whole number of attempts, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of attempts, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _kept_as_written(check: Callable[[str], Any]) -> Callable[[str], str]:
-    """An argument type that checks the text with `check` and keeps it as written (a worker
-    process is given it so)."""
-
-    def checked(text: str) -> str:
-        try:
-            check(text)
-        except InvalidArgument as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
-
-    return checked
-
-
-queues_option = _kept_as_written(parse_queues)  # --queues mail:3,reports
-every_option = _kept_as_written(parse_every)  # --every report=60
-
-
-def sync_level(text: str) -> str:
-    level = text.upper()
-    if level not in SYNCHRONOUS_LEVELS:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SYNCHRONOUS_LEVELS)}, got {text!r}")
-    return level
-
-
-def module_name(text: str) -> str:
-    """--handlers MODULE: a name, never one that a command line would read as an option."""
-    try:
-        validate.text("handler module", text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not text or text.startswith("-"):
-        raise argparse.ArgumentTypeError(
-            f"a handler module name cannot be empty or begin with '-', got {text!r}"
-        )
-    return text
+DEFAULT_LOG_LEVEL = "INFO"
+DEFAULT_LOG_FORMAT = "text"
 
 
 # -- how a field is an option ------------------------------------------------------------
+
+
+class Repeatable(argparse.Action):
+    """argparse's "append", except that the first value given replaces the default (what a
+    LABQUEUE_* variable says, labqueue.environment) instead of adding to it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        given = getattr(namespace, self.dest, None)
+        items = [] if given is None or given is self.default else list(given)
+        setattr(namespace, self.dest, [*items, values])
 
 
 @dataclass(frozen=True)
@@ -176,7 +127,7 @@ class Settings:
             if isinstance(f.default, bool):
                 parser.add_argument(opt.flag, action="store_false" if f.default else "store_true", **common)
             elif isinstance(f.default, tuple):
-                parser.add_argument(opt.flag, action="append", default=None, metavar=opt.metavar, **common)
+                parser.add_argument(opt.flag, action=Repeatable, default=None, metavar=opt.metavar, **common)
             else:
                 parser.add_argument(
                     opt.flag,
@@ -192,66 +143,76 @@ class Settings:
         return {opt.env: f.name for f, opt in cls.options() if opt.env}
 
     @classmethod
-    def from_args(cls: type[S], args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> S:
-        """The settings parsed into `args` (by a parser add_options() was given). A
-        repeatable option not given reads its variable, comma-separated; the others'
-        variables are read by the parser (labqueue.environment.worker_defaults)."""
-        environ = os.environ if environ is None else environ
+    def from_args(cls: type[S], args: argparse.Namespace) -> S:
+        """The settings parsed into `args` (by a parser add_options() was given; the
+        parser reads the variables: labqueue.environment.worker_defaults)."""
         values = {}
-        for f, opt in cls.options():
+        for f, _ in cls.options():
             value = getattr(args, f.name)
-            if isinstance(f.default, tuple):
-                if not value and opt.env and environ.get(opt.env):
-                    parts = [part.strip() for part in environ[opt.env].split(",")]
-                    value = [_from_variable(opt, part) for part in parts if part]
-                value = tuple(value or ())
-            values[f.name] = value
+            values[f.name] = tuple(value or ()) if isinstance(f.default, tuple) else value
         return cls(**values)
 
     def replace(self: S, **changes: Any) -> S:
         """These settings with `changes` (field names), checked like new ones."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})  # type: ignore[arg-type]
-        if unknown:
-            raise InvalidArgument(f"{type(self).__name__} has no setting {', '.join(map(repr, unknown))}")
+        self.refuse_unknown(changes)
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
-    def command_words(self) -> list[str]:
-        """The options that start a worker process with these settings: those that differ
-        from their default, as their flag would be written."""
-        words: list[str] = []
-        for f, opt in self.options():
-            value = getattr(self, f.name)
-            if value == f.default:
-                continue
-            if isinstance(f.default, bool):
-                words.append(opt.flag)
-            elif isinstance(f.default, tuple):
-                for item in value:
-                    words += [opt.flag, _written(item)]
-            else:
-                words += [opt.flag, str(value)]
-        return words
+    @classmethod
+    def refuse_unknown(cls, names: Iterable[str]) -> None:
+        """InvalidArgument naming any of `names` that is not a setting of these."""
+        unknown = sorted(set(names) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+        if unknown:
+            raise InvalidArgument(f"{cls.__name__} has no setting {', '.join(map(repr, unknown))}")
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field as JSON holds it: a repeatable one as a list, a schedule made in code
+        as its fields."""
+        fields = dataclasses.asdict(self)  # type: ignore[call-overload]
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
+
+    @classmethod
+    def from_json(cls: type[S], value: object) -> S:
+        """The settings as_json() wrote, each value checked as its option's text would be;
+        a field missing takes its default."""
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"{cls.__name__} must be a JSON object, got {value!r}")
+        cls.refuse_unknown(value)
+        fields = {f.name: (f, opt) for f, opt in cls.options()}
+        return cls(**{name: _from_json(name, *fields[name], item) for name, item in value.items()})
 
 
-def _written(item: Any) -> str:
-    """A repeatable option's item as its command line writes it."""
-    if not isinstance(item, Every):
-        return str(item)
-    if (item.payload, item.name, item.priority, item.queue) != (None, None, 0, validate.DEFAULT_QUEUE):
-        raise InvalidArgument(
-            f"a worker process is given --every KIND=DURATION only: {item!r} has more (a payload, "
-            "a name, a priority or a queue); run that schedule in this process (worker.run)"
+def _from_json(name: str, f: dataclasses.Field, opt: Option, value: Any) -> Any:
+    """One field's JSON value as the field holds it, refused unless it is what the option
+    would read from its text (a number for --batch, never "4"). A repeatable option comes
+    as a list, and a schedule made in code as an object of its fields."""
+    if isinstance(f.default, tuple):
+        if not isinstance(value, list):
+            raise InvalidArgument(f"{name}: expected a JSON list, got {value!r}")
+        return tuple(
+            _schedule(name, item) if isinstance(item, dict) else _typed(name, opt, item) for item in value
         )
-    return f"{item.kind}={item.seconds!r}"
+    if isinstance(f.default, bool) or value is None:
+        if type(value) is not type(f.default) and f.default is not None:
+            raise InvalidArgument(f"{name}: expected a value like {f.default!r}, got {value!r}")
+        return value
+    return _typed(name, opt, value)
 
 
-def _from_variable(opt: Option, text: str) -> Any:
-    if opt.parse is None:
-        return text
+def _typed(name: str, opt: Option, value: Any) -> Any:
     try:
-        return opt.parse(text)
+        same = opt.parse(str(value)) == value if opt.parse is not None else isinstance(value, str)
     except argparse.ArgumentTypeError as exc:
-        raise InvalidArgument(f"{opt.env}={text!r}: {exc}") from None
+        raise InvalidArgument(f"{name}: {exc}") from None
+    if not same or isinstance(value, (bool, list, dict)):
+        raise InvalidArgument(f"{name}: expected what {opt.flag} takes, got {value!r}")
+    return value
+
+
+def _schedule(name: str, fields: dict[str, Any]) -> Every:
+    try:
+        return Every(**fields)
+    except TypeError as exc:
+        raise InvalidArgument(f"{name}: not a schedule's fields ({exc}): {fields!r}") from None
 
 
 @dataclass(frozen=True)
@@ -267,21 +228,23 @@ class WorkerSettings(Settings):
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     max_attempts: int | None = option(
-        None, "--max-attempts", "attempts for jobs that the handlers enqueue (default: the queue's, 5)",
+        None, "--max-attempts",
+        f"attempts for jobs that the handlers enqueue (default: the queue's, {DEFAULT_MAX_ATTEMPTS})",
         metavar="N", parse=whole_number,
     )  # fmt: skip
     backoff_base: float | None = option(
         None, "--backoff-base",
-        "retry backoff ceiling after the first failure; it doubles per attempt (default 1)",
+        "retry backoff ceiling after the first failure; it doubles per attempt "
+        f"(default {DEFAULT_BACKOFF_BASE:g})",
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     backoff_cap: float | None = option(
-        None, "--backoff-cap", "the largest retry backoff ceiling (default 60)",
+        None, "--backoff-cap", f"the largest retry backoff ceiling (default {DEFAULT_BACKOFF_CAP:g})",
         metavar="DURATION", parse=positive_duration,
     )  # fmt: skip
     synchronous: str | None = option(
         None, "--synchronous",
-        f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default NORMAL)",
+        f"SQLite's synchronous level: {', '.join(SYNCHRONOUS_LEVELS)} (default {DEFAULT_SYNCHRONOUS})",
         metavar="LEVEL", parse=sync_level,
     )  # fmt: skip
     batch: int = option(
@@ -341,11 +304,13 @@ class WorkerSettings(Settings):
         True, "--no-wake", "poll every --poll seconds when idle instead of waiting for producers' hints",
     )  # fmt: skip
     log_level: str = option(
-        "INFO", "--log-level", "the least important log records shown (default INFO)",
+        DEFAULT_LOG_LEVEL, "--log-level",
+        f"the least important log records shown (default {DEFAULT_LOG_LEVEL})",
         parse=str.upper, choices=LOG_LEVELS, env="LABQUEUE_LOG_LEVEL",
     )  # fmt: skip
     log_format: str = option(
-        "text", "--log-format", "text lines, or one JSON object per line (default text)",
+        DEFAULT_LOG_FORMAT, "--log-format",
+        f"text lines, or one JSON object per line (default {DEFAULT_LOG_FORMAT})",
         choices=LOG_FORMATS, env="LABQUEUE_LOG_FORMAT",
     )  # fmt: skip
     log_success: bool = option(
@@ -359,11 +324,11 @@ class WorkerSettings(Settings):
         names for `queues` is taken as written "a,b"."""
         if self.queues is not None and not isinstance(self.queues, str):
             object.__setattr__(self, "queues", ",".join(self.queues))
-        for name in ("handlers", "every"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
         for f, opt in self.options():
             value = getattr(self, f.name)
+            if isinstance(f.default, tuple):  # one text, or any sequence: a tuple
+                value = (value,) if isinstance(value, str) else tuple(value)
+                object.__setattr__(self, f.name, value)
             if value is None or value == f.default or isinstance(f.default, bool):
                 continue
             items = value if isinstance(f.default, tuple) else (value,)
@@ -437,7 +402,8 @@ class PoolSettings(Settings):
         metavar="DURATION", parse=duration,
     )  # fmt: skip
     concurrency: int = option(
-        1, "--concurrency", "run N supervised worker processes (default 1)",
+        DEFAULT_CONCURRENCY, "--concurrency",
+        f"run N supervised worker processes (default {DEFAULT_CONCURRENCY})",
         metavar="N", parse=concurrency, env="LABQUEUE_CONCURRENCY",
     )  # fmt: skip
     grace: float | None = option(
@@ -452,3 +418,43 @@ def worker_settings(given: WorkerSettings | None = None, **changes: Any) -> Work
     """`given` (default settings when None) with `changes`, for functions that take both."""
     settings = given if given is not None else WorkerSettings()
     return settings.replace(**changes) if changes else settings
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """What a supervisor tells each worker process it starts, whole: its name, lease, idle
+    exit (None: run until stopped) and settings. It travels as one JSON value in the
+    process's environment (labqueue.procs.worker_environment), never on its command line,
+    and every field of WorkerSettings goes with it."""
+
+    worker_id: str
+    lease_seconds: float
+    idle_exit: float | None = DEFAULT_IDLE_EXIT
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
+
+    def __post_init__(self) -> None:
+        validate.text("worker_id", self.worker_id)
+        validate.positive("lease_seconds", self.lease_seconds)
+        if self.idle_exit is not None:
+            validate.positive("idle_exit", self.idle_exit, allow_zero=True)
+        if not isinstance(self.settings, WorkerSettings):
+            raise InvalidArgument(f"settings must be a WorkerSettings, got {self.settings!r}")
+
+    def to_json(self) -> str:
+        whole = {**dataclasses.asdict(self), "settings": self.settings.as_json()}
+        try:
+            return json.dumps(whole, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # a schedule's payload JSON cannot hold
+            raise InvalidArgument(f"these settings cannot go to a worker process as JSON: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerStart:
+        """The value to_json() wrote; anything else is InvalidArgument naming what is wrong."""
+        try:
+            whole = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"not JSON ({exc}): {text[:60]!r}") from None
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(whole, dict) or sorted(whole) != sorted(names):
+            raise InvalidArgument(f"expected a JSON object of {', '.join(names)}, got {text[:60]!r}")
+        return cls(**{**whole, "settings": WorkerSettings.from_json(whole["settings"])})

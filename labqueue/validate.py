@@ -27,6 +27,12 @@ FINISHED_STATES = ("done", "dead", "cancelled")
 # Priorities fit PostgreSQL's INTEGER as well as SQLite's: the same job moves between backends.
 MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
 DEFAULT_QUEUE = "default"
+# A queue's defaults (JobQueue's and PgJobQueue's), stated here once: the command lines' help
+# prints them from here.
+DEFAULT_LEASE = 30.0
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_BACKOFF_BASE = 1.0  # the first retry's backoff ceiling, in seconds; it doubles per attempt
+DEFAULT_BACKOFF_CAP = 60.0
 # The longest names (kind, queue, worker) and dedupe keys, in UTF-8 bytes, on every backend:
 # each is an index key, and PostgreSQL refuses a B-tree entry over about 2,700 bytes, so a
 # longer one would fail at the INSERT. Far above any real name or key.

@@ -14,9 +14,12 @@ attempt returned, hidden for a while (labqueue.unknown_kinds): it waits for a wo
 that knows the kind and is never dead-lettered for it. The current folder comes first
 on sys.path, so ``--handlers myapp.jobs`` imports from where the worker was started.
 
-A DB of ``-`` reads the queue's location from LABQUEUE_DB: that is how a supervisor
-(labqueue.pool, labqueue.procs) passes it, so a password in a URL is never on a worker's
-command line, which every local user can read.
+A worker started by a supervisor (labqueue.pool, labqueue.procs) has no arguments: its
+queue's location is in LABQUEUE_DB, and its name, lease, idle exit and settings are in
+LABQUEUE_WORKER_SETTINGS, one JSON value, taken out of the environment at start so that no
+process a handler starts inherits it. Run by hand, a DB of ``-`` reads the location from
+LABQUEUE_DB. Either way a password in a URL is never on a command line, which every local
+user can read.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from .attribution import running_publisher
 from .backends import open_queue
 from .core import new_token, split_return
 from .durations import duration
-from .environment import DB_VARIABLE, db_from_env
-from .errors import EffectEndedTransaction, LabqueueError, NoHandlers, UnknownJobKind
+from .environment import DB_VARIABLE, WORKER_SETTINGS_VARIABLE, db_from_env, take_worker_start
+from .errors import EffectEndedTransaction, InvalidArgument, LabqueueError, NoHandlers, UnknownJobKind
 from .fairness import QueueTurns
 from .joblog import configure_logging, job_fields, outcome_words, queue_of
 from .queue import Finished, Job, JobQueue
@@ -49,6 +52,7 @@ from .settings import (
     DEFAULT_COMMIT_INTERVAL,
     DEFAULT_IDLE_EXIT,
     WorkerSettings,
+    WorkerStart,
     worker_settings,
 )
 from .unknown_kinds import give_back_unknown
@@ -653,27 +657,49 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="never leave for lack of work: run until stopped (IDLE_EXIT is then ignored)",
     )
-    # A worker process takes its settings from its command line alone: what its supervisor
-    # read from LABQUEUE_* is there already, and a variable must not undo an option given.
+    # Run by hand, a worker takes its settings from its command line alone; started by a
+    # supervisor, from LABQUEUE_WORKER_SETTINGS alone, where the supervisor wrote what it read.
     WorkerSettings.add_options(parser, variables=False)
-    args = parser.parse_args(argv)
-    settings = WorkerSettings.from_args(args, environ={})
-    if args.db == "-":
-        args.db = db_from_env()
-        if args.db is None:
+    try:
+        start = take_worker_start()
+    except InvalidArgument as exc:
+        parser.error(str(exc))
+    if start is None:
+        args = parser.parse_args(argv)
+        if args.lease_seconds <= 0:
+            parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
+        idle_exit = None if args.no_idle_exit else args.idle_exit
+        settings = WorkerSettings.from_args(args)  # reads no variable
+        try:
+            start = WorkerStart(args.worker_id, args.lease_seconds, idle_exit, settings)
+        except InvalidArgument as exc:
+            parser.error(str(exc))
+        db = args.db
+    else:
+        given = sys.argv[1:] if argv is None else argv
+        if given:
+            parser.error(f"{WORKER_SETTINGS_VARIABLE} gives every argument; got more: {' '.join(given)}")
+        db = "-"
+    if db == "-":
+        db = db_from_env()
+        if db is None:
             parser.error(f"DB is '-', which reads the queue's location from {DB_VARIABLE}, but it is not set")
-    if args.lease_seconds <= 0:
-        parser.error(f"LEASE_SECONDS must be more than zero, got {args.lease_seconds}")
+    return work_as_told(parser, db, start)
+
+
+def work_as_told(parser: argparse.ArgumentParser, db: str, start: WorkerStart) -> int:
+    """The worker process itself, once it knows its queue and settings."""
+    settings, worker_id = start.settings, start.worker_id
     configure_logging(settings.log_level, settings.log_format, log_success=settings.log_success)
-    guard_logging(args.db)  # whatever is logged, the location's password is not
+    guard_logging(db)  # whatever is logged, the location's password is not
     publish = running_publisher()  # a pool's supervisor reads which job ran, should this process die
     # This process is a worker's own: its heap keeps its top between statements (labqueue.heap).
     if not heap.keep_top():
-        log.debug("worker %s: not glibc, the allocator keeps its own settings", args.worker_id)
+        log.debug("worker %s: not glibc, the allocator keeps its own settings", worker_id)
     try:
         registry.load_for_worker(list(settings.handlers))
     except ImportError as exc:  # HandlersNotLoaded: the module and the cause, on one line
-        parser.error(f"--handlers: {redact(exc, args.db)}")
+        parser.error(f"--handlers: {redact(exc, db)}")
     except NoHandlers as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
@@ -681,16 +707,16 @@ def main(argv: list[str] | None = None) -> int:
     if publish is None and (settings.job_timeout is not None or registry.TIMEOUTS):
         # No supervisor reads a slot of ours: a watchdog process keeps the time limits from
         # outside, for a handler that holds the GIL and so stops the renewal thread too.
-        watchdog = Watchdog(args.db, args.worker_id).start()
+        watchdog = Watchdog(db, worker_id).start()
         publish = watchdog.publisher()
     stop = StopFlag()
     stop.install()
     try:
         run(
-            args.db,
-            args.worker_id,
-            args.lease_seconds,
-            None if args.no_idle_exit else args.idle_exit,
+            db,
+            worker_id,
+            start.lease_seconds,
+            start.idle_exit,
             settings,
             stop=stop,
             publish=publish,
@@ -699,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     except ForcedShutdown:
         return 1
     except LabqueueError as exc:  # a bad file, a lock held too long: one line, not a traceback
-        log.error("worker %s stopped: %s", args.worker_id, redact(exc, args.db))
+        log.error("worker %s stopped: %s", worker_id, redact(exc, db))
         return 1
     finally:
         if watchdog is not None:

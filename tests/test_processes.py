@@ -99,8 +99,8 @@ def test_a_poison_job_is_dead_after_max_attempts_worker_deaths(tmp_path):
     exit_codes = []
     for n in range(6):
         # each worker waits out the previous lease, claims, and dies in the handler
-        command = worker_command(path, f"w{n}", 0.3, 1.0, handlers=[DEMO_HANDLERS])
-        proc = subprocess.run(command, env=worker_environment(path), timeout=60)
+        env = worker_environment(path, f"w{n}", 0.3, 1.0, handlers=[DEMO_HANDLERS])
+        proc = subprocess.run(worker_command(), env=env, timeout=60)
         exit_codes.append(proc.returncode)
         if job_row(q)["state"] == "dead":
             break

@@ -192,14 +192,14 @@ def test_a_dash_for_db_reads_labqueue_db_and_says_when_it_is_unset():
 
 def test_the_python_api_keeps_the_password_out_of_errors():
     from labqueue import CannotOpen, InvalidArgument, open_queue
-    from labqueue.procs import worker_command
+    from labqueue.procs import worker_environment
 
     with pytest.raises(CannotOpen) as lost:
         open_queue(UNREACHABLE)
     with pytest.raises(InvalidArgument) as malformed:
         open_queue(MALFORMED[1])
     with pytest.raises(InvalidArgument) as nul:
-        worker_command(UNREACHABLE + "\x00", "w", 5)
+        worker_environment(UNREACHABLE + "\x00", "w", 5)
     clean(lost.value, malformed.value, nul.value)
 
 

@@ -16,7 +16,9 @@ import psutil
 import pytest
 
 from labqueue import InvalidArgument, JobQueue, kill_tree, start_worker
+from labqueue.environment import take_worker_start
 from labqueue.procs import worker_command, worker_environment
+from labqueue.settings import WorkerSettings, WorkerStart
 
 MARKER = "labqueue_smuggled_marker"
 HANDLERS = "labqueue_site_handlers"
@@ -51,12 +53,12 @@ def the_row(path: Path) -> sqlite3.Row:
 # -- options cannot be smuggled in -------------------------------------------------------------
 
 
-def test_the_command_puts_options_first_and_ends_them_with_a_double_dash(tmp_path):
-    cmd = worker_command(tmp_path / "q.db", "--handlers=evil", 30, 0.5, handlers=["m"], poll=0.1)
-    end = cmd.index("--")
-    # DB is "-": the location goes in LABQUEUE_DB (worker_environment), never on the command line
-    assert cmd[end + 1 :] == ["-", "--handlers=evil", "30", "0.5"]
-    assert cmd[cmd.index("labqueue.worker") + 1 : end] == ["--handlers", "m", "--poll", "0.1"]
+def test_the_command_carries_nothing_and_the_environment_carries_the_rest_as_given(tmp_path):
+    assert worker_command() == [sys.executable, "-m", "labqueue.worker"]
+    env = worker_environment(tmp_path / "q.db", "--handlers=evil", 30, 0.5, handlers=["m"], poll=0.1)
+    start = take_worker_start(env)  # a name that looks like an option is a name
+    assert start == WorkerStart("--handlers=evil", 30, 0.5, WorkerSettings(handlers=("m",), poll=0.1))
+    assert env["LABQUEUE_DB"] == str(tmp_path / "q.db")
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,7 @@ def test_the_command_puts_options_first_and_ends_them_with_a_double_dash(tmp_pat
 def test_the_command_refuses_what_a_worker_could_misread(tmp_path, kwargs, name):
     args = {"path": tmp_path / "q.db", "worker_id": "w", "lease_seconds": 30, **kwargs}
     with pytest.raises(InvalidArgument, match=name):
-        worker_command(**args)
+        worker_environment(**args)
 
 
 def test_a_worker_id_that_looks_like_an_option_imports_nothing(tmp_path, site):
@@ -96,8 +98,8 @@ def test_a_worker_id_that_looks_like_an_option_imports_nothing(tmp_path, site):
 def test_a_path_that_begins_with_a_dash_is_a_path(tmp_path, site):
     one_job(tmp_path / "-jobs.db")
     done = subprocess.run(
-        worker_command("-jobs.db", "-w", 30, 0.2, handlers=[HANDLERS]),
-        env=worker_environment("-jobs.db"),
+        worker_command(),
+        env=worker_environment("-jobs.db", "-w", 30, 0.2, handlers=[HANDLERS]),
         cwd=tmp_path,
         timeout=60,
     )

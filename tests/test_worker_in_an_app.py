@@ -220,8 +220,9 @@ def test_log_success_reaches_the_pools_workers():
 
     parser = argparse.ArgumentParser()
     WorkerSettings.add_options(parser)
-    assert "--log-success" in WorkerSettings.from_args(parser.parse_args(["--log-success"])).command_words()
-    assert "--log-success" not in WorkerSettings.from_args(parser.parse_args([])).command_words()
+    given = WorkerSettings.from_args(parser.parse_args(["--log-success"]))
+    assert given.log_success and given.as_json()["log_success"] is True  # what a pool's workers get
+    assert not WorkerSettings.from_args(parser.parse_args([])).log_success
 
 
 # -- crashes written on the jobs; one supervised worker; --grace --------------------------------

@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import heap
+from ..arguments import whole_number
 from ..backends import is_postgres_url
 from ..durations import positive_duration
 from ..errors import InvalidArgument
 from ..procs import kill_tree, run_together
 from ..queue import JobQueue
-from ..settings import whole_number
 from .contenders import drain_with_worker
 from .tally import machine, race_rounds, tally
 from .wakeup import nearest_rank

@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import heap
+from ..arguments import whole_number
 from ..errors import InvalidArgument
 from ..procs import run_together
-from ..settings import whole_number
 from .contenders import drain_with_worker
 from .delay_proxy import DelayProxy
 from .pg import durability_of, server_database, server_version_of

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..settings import whole_number
+from ..arguments import whole_number
 from . import pg_peers
 
 SAMPLE_EVERY_SECONDS = 0.001

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..arguments import whole_number
 from ..durations import positive_duration
 from ..procs import kill_tree
 from ..queue import JobQueue
-from ..settings import whole_number
 from ..wakeup import SAFETY_POLL, Waiter, notify, wake_folder
 
 START_TIMEOUT_SECONDS = 120.0

@@ -17,10 +17,10 @@ import secrets
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from ..environment import DASHBOARD_TOKEN_VARIABLE as TOKEN_VARIABLE
 from ..errors import InvalidArgument, LabqueueError
 from ..hosts import is_loopback
 
-TOKEN_VARIABLE = "LABQUEUE_DASHBOARD_TOKEN"
 COOKIE = "labqueue_dashboard"
 CSRF_FIELD = "csrf"
 # What a token may hold: what `openssl rand -hex` and secrets.token_urlsafe() make, and

@@ -25,7 +25,7 @@ from typing import Any
 from .. import worker
 from ..errors import InvalidArgument
 from ..handlers import Handler
-from ..procs import DB_FROM_ENVIRONMENT, worker_environment
+from ..procs import DB_FROM_ENVIRONMENT, location_environment
 from ..queue import Effect, Job, JobQueue
 from .demo_handlers import LEDGER_TABLE, ledger_effect
 from .scratch import db_path
@@ -165,7 +165,7 @@ class Trial:
 def crash_command(path: Path, batch: int, lease: float) -> list[str]:
     """The first worker: `python -m labqueue.worker` with this module's handler, leaving
     at the first empty look (it should crash long before). Run it with
-    worker_environment(path): like every worker labqueue starts, it reads its queue's
+    location_environment(path): like every worker labqueue starts, it reads its queue's
     location from LABQUEUE_DB (DB is '-')."""
     return [
         sys.executable,
@@ -228,7 +228,7 @@ def crash_trials(
             crash_command(path, b, lease),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=worker_environment(path),
+            env=location_environment(path),
         )
         for b, _, path, _, _ in plan
     ]

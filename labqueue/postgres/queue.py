@@ -16,6 +16,7 @@ from ..drivers.postgres.schema import DEFAULT_SCHEMA, SCHEMA_NAME
 from ..errors import InvalidArgument
 from ..redaction import redact
 from ..roles import Queue
+from ..validate import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 
 __all__ = ["DEFAULT_SCHEMA", "PgJobQueue", "drop_schema"]
 
@@ -37,10 +38,10 @@ class PgJobQueue(Queue):
         url: str,
         *,
         schema: str = DEFAULT_SCHEMA,
-        lease_seconds: float = 30.0,
-        max_attempts: int = 5,
-        backoff_base: float = 1.0,
-        backoff_cap: float = 60.0,
+        lease_seconds: float = DEFAULT_LEASE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_base: float = DEFAULT_BACKOFF_BASE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
         clock: Clock | None = None,
         rng: Callable[[], float] = random.random,
         timeout: float = 30.0,

@@ -317,8 +317,8 @@ def settings_page() -> str:
         "# Worker settings and `LABQUEUE_*` variables\n",
         "Every option of `labqueue worker` is a field of a settings type in `labqueue/settings.py`: "
         "`PoolSettings` for the supervisor, `WorkerSettings` for each worker process. The parser, the "
-        "variables, a worker process's command line and `worker.run` all derive from these fields, "
-        "and this page is written from them. In code, `WorkerPool`, `start_worker`, `worker_command` "
+        "variables, the settings a worker process is started with and `worker.run` all derive from "
+        "these fields, and this page is written from them. In code, `WorkerPool`, `start_worker` "
         "and `labqueue.worker.run` take a `WorkerSettings` or any of its fields as keywords "
         "(`run('jobs.db', 'w1', 30, batch=50)`).\n",
         "A variable stands in for its option where a container or unit file is easier to configure "
