@@ -95,7 +95,7 @@ class HandlersNotLoaded(LabqueueError, ImportError):
 
 
 class UnknownJobKind(LabqueueError):
-    """No handler is registered for a job's kind: worker.run_handler was handed such a
+    """No handler is registered for a job's kind: batch.run_handler was handed such a
     job. A worker never runs one: it gives it back (labqueue.unknown_kinds)."""
 
 

@@ -1,4 +1,5 @@
-"""A stop flag that a signal handler may set.
+"""Stop flags that a signal handler may set: StopEvent, for a wait, and StopFlag, for the
+worker loop (a warm stop on the first signal, ForcedShutdown on the second).
 
 `threading.Event.set()` must not be called from a signal handler: the handler runs in the
 main thread between two bytecodes, possibly while that thread holds the event's own lock
@@ -14,6 +15,7 @@ import contextlib
 import os
 import select
 import signal
+from collections.abc import Callable
 from types import FrameType
 
 
@@ -59,3 +61,29 @@ def stop_on(*signals: signal.Signals) -> StopEvent:
     for sig in signals:
         signal.signal(sig, handler)
     return stop
+
+
+class ForcedShutdown(BaseException):
+    """Raised by the second stop signal. A BaseException, so that a handler's
+    `except Exception` cannot swallow it; the open transaction rolls back."""
+
+
+class StopFlag:
+    """Signal handlers only set flags; the loop looks at them between jobs."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        # Called on the first signal: the loop sets it to end an idle wait at once.
+        self.on_request: Callable[[], None] | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise ForcedShutdown(f"second stop signal ({signal.Signals(signum).name})")
+        self.requested = True
+        if self.on_request is not None:
+            self.on_request()
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self)
+

@@ -302,14 +302,14 @@ def test_a_batch_costs_no_read_of_the_servers_clock(pgq, monkeypatch):
 
 
 def test_the_batch_clock_starts_at_the_claims_own_time(pgq):
-    from labqueue import worker
+    from labqueue import batch as batches
 
     pgq.enqueue("noop", {})
     before = pgq.server_time()
     batch = pgq.claim_batch("w", 10)
     after = pgq.server_time()
     ticks = iter([5.0, 5.0, 7.5])
-    now = worker._batch_clock(pgq, batch, lambda: next(ticks))
+    now = batches._batch_clock(pgq, batch, lambda: next(ticks))
     assert before <= now() <= after  # the server's time at the claim, read from the deadline
     assert now() == pytest.approx(batch[0].lease_expires_at - pgq.lease_seconds + 2.5)
 
