@@ -13,11 +13,12 @@
     labqueue dashboard jobs.db --allow-actions
 
 One function per command (labqueue.commands), its docstring its help; here the parser
-and the dispatch. Bad arguments get a one-line usage error and exit code 2; labqueue's own errors a one-line message and exit code 1. The
-commands that take an existing queue (every one but worker and enqueue) never create a
-file. Durations take a unit: 90s, 15m, 2h, 1d, 1w (or plain seconds). LABQUEUE_*
-environment variables stand in for some options (labqueue.environment). bench and
-chaos hand their arguments to the tools, imported only when asked for.
+and the dispatch. Bad arguments get a one-line usage error and exit code 2; labqueue's
+own errors a one-line message and exit code 1. The commands that take an existing queue
+(every one but worker and enqueue) never create a file. Durations take a unit: 90s, 15m,
+2h, 1d, 1w (or plain seconds). LABQUEUE_* environment variables stand in for some
+options (labqueue.environment). bench and chaos hand their arguments to the tools,
+imported only when asked for.
 """
 
 from __future__ import annotations
