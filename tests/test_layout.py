@@ -149,6 +149,46 @@ def import_cycles(graph: dict[str, set[str]]) -> list[str]:
     return cycles
 
 
+# Rooms a newcomer can hold: no module of the core past about 700 lines and no class past
+# about 300. The SQL modules are constants, one statement each; a driver's class is one
+# backend's statements, side by side with the other's, and is left whole.
+MOST_LINES_PER_MODULE = 720
+MOST_LINES_PER_CLASS = 300
+LEFT_WHOLE = {"sql.py"}
+DRIVER_CLASSES = {"SqliteDriver", "PgDriver"}
+
+
+def test_no_core_module_or_class_has_grown_past_what_a_newcomer_can_hold():
+    too_long = []
+    for path in core_modules():
+        text = path.read_text()
+        where = path.relative_to(CORE)
+        if path.name not in LEFT_WHOLE and len(text.splitlines()) > MOST_LINES_PER_MODULE:
+            too_long.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.name not in DRIVER_CLASSES:
+                size = node.end_lineno - node.lineno + 1
+                if size > MOST_LINES_PER_CLASS:
+                    too_long.append(f"{where}: class {node.name}, {size} lines")
+    assert too_long == []
+
+
+def test_the_queue_is_its_roles_over_one_base():
+    """Queue's methods come from its role classes, each over QueueBase: none is written on
+    Queue itself, and every public method has one home."""
+    from labqueue.roles import Queue, QueueBase
+
+    assert [name for name in vars(Queue) if not name.startswith("__")] == []
+    roles = [cls for cls in Queue.__mro__ if cls not in (Queue, QueueBase, object)]
+    assert roles and all(issubclass(cls, QueueBase) for cls in roles)
+    homes: dict[str, list[str]] = {}
+    for cls in roles:
+        for name in vars(cls):
+            if not name.startswith("_"):
+                homes.setdefault(name, []).append(cls.__name__)
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}
+
+
 def test_no_import_circle_in_labqueue():
     assert import_cycles(module_imports(CORE)) == []
 
