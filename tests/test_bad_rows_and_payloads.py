@@ -10,6 +10,7 @@ import pytest
 
 from labqueue import JobQueue, PayloadNotSerializable, kill_tree, start_worker
 from labqueue import worker as worker_loop
+from labqueue.core import Finished
 from labqueue.queue import MAX_PAYLOAD_DEPTH
 
 
@@ -226,7 +227,7 @@ def test_settle_commits_the_batch_and_claims_the_next_past_a_bad_row(q, case):
     q.enqueue("t", {"n": 1})
     plant(q.path, payload_sql)
     q.enqueue("t", {"n": 3})
-    outcomes, following = q.settle([worker_loop.Finished(job)], claim_for="w", limit=10)
+    outcomes, following = q.settle([Finished(job)], claim_for="w", limit=10)
     assert outcomes == ["done"] and row(q, first)["state"] == "done"
     assert [(j.id, j.payload) for j in following] == [(2, {"n": 1}), (4, {"n": 3})]
     assert_buried(q, 3, reason)
