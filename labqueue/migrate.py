@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 from . import validate
 from .backends import is_postgres_url
 from .errors import InvalidArgument, QueueBusy, QueueNotFound
+from .lock_retry import with_lock_retries
 from .redaction import redact
 
 DEFAULT_LOCK_TIMEOUT = 5.0  # seconds a step waits for a lock before it backs off and tries again
@@ -106,17 +106,18 @@ def _migrate_sqlite(path: Path, dry_run: bool, lock_timeout: float, attempts: in
         plan = Plan(str(path), tuple(range(1, version + 1)), steps, sql.SCHEMA_VERSION, sql.SCHEMA_VERSION)
         if dry_run or not steps:
             return plan
-        for attempt in range(1, attempts + 1):
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if attempt == attempts:
-                    raise QueueBusy(f"{path}: the write lock stayed taken; nothing was migrated") from exc
-                say(f"the write lock was held longer than {lock_timeout:g} s; trying again")
-                time.sleep(min(5.0, 0.25 * 2 ** (attempt - 1)))
+        try:
+            with_lock_retries(
+                lambda: db.execute("BEGIN IMMEDIATE"),
+                locked=_is_locked,
+                attempts=attempts,
+                waited=f"the write lock was held longer than {lock_timeout:g} s; trying again",
+                say=say,
+            )
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc):
+                raise
+            raise QueueBusy(f"{path}: the write lock stayed taken; nothing was migrated") from exc
         try:
             run_steps(db, path)
             db.execute("COMMIT")
@@ -126,6 +127,10 @@ def _migrate_sqlite(path: Path, dry_run: bool, lock_timeout: float, attempts: in
         for v, name, _ in steps:
             say(f"applied version {v}: {name}")
     return plan
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 def _migrate_postgres(

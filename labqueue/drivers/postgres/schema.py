@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -19,6 +20,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 
 from ...errors import ForeignJobsTable, QueueNotFound, SchemaTooNew, SchemaTooOld
+from ...lock_retry import with_lock_retries
 from ...redaction import redact
 from . import sql
 
@@ -151,15 +153,14 @@ def migrate_schema(
     db.execute(pg_sql.SQL("SET search_path = {schema}").format(schema=pg_sql.Identifier(schema)))
     db.execute(sql.SET_SESSION_LOCK_TIMEOUT, {"ms": str(max(1, round(lock_timeout * 1000)))})
     for step in todo:
-        for attempt in range(1, attempts + 1):
-            try:
-                _apply(db, step, schema, found.applied)
-                break
-            except pg_errors.LockNotAvailable:
-                if attempt == attempts:
-                    raise
-                say(f"version {step.version}: a lock was held longer than {lock_timeout:g} s; trying again")
-                sleep(min(5.0, 0.25 * 2 ** (attempt - 1)))
+        with_lock_retries(
+            partial(_apply, db, step, schema, found.applied),
+            locked=lambda exc: isinstance(exc, pg_errors.LockNotAvailable),
+            attempts=attempts,
+            waited=f"version {step.version}: a lock was held longer than {lock_timeout:g} s; trying again",
+            say=say,
+            sleep=sleep,
+        )
         say(f"applied version {step.version}: {step.name}")
     with db.transaction():
         _record(db, sorted(found.applied))  # the steps read from the catalog, written down once
