@@ -117,3 +117,28 @@ def test_a_run_with_a_schedule_is_not_over_before_its_first_scheduled_job(tmp_pa
         assert supervisor.drained()
     finally:
         supervisor.close()
+
+
+def test_a_purge_that_meets_a_held_write_lock_is_tried_again_and_counts_what_it_moved(tmp_path):
+    # A worker the run froze (SIGSTOP) mid-transaction holds SQLite's write lock; the
+    # supervisor's purge then waits its 0.5 s lock timeout and gives up, as a cancel does,
+    # rather than ending the run, and the rows its committed windows moved still count.
+    config = ChaosConfig(jobs=6, workers=1, mix={"credit": 6}, purge_every=0.01)
+    path = tmp_path / "c.db"
+    prepare(path, config)
+    supervisor = Supervisor(path, config, time.time())
+    try:
+        with JobQueue(path) as q:
+            for job in q.jobs()[:4]:
+                q.cancel(job.id)
+            holder = q.db
+            holder.execute("BEGIN IMMEDIATE")  # the frozen worker's transaction
+            supervisor.next_purge = 0.0
+            supervisor.tick()
+            assert supervisor.busy_purges == 1 and supervisor.purged == 0
+            holder.execute("ROLLBACK")  # thawed
+            supervisor.next_purge = 0.0
+            supervisor.tick()
+        assert supervisor.busy_purges == 1 and supervisor.purged == 4
+    finally:
+        supervisor.close()

@@ -341,6 +341,9 @@ def prepare(path: Location, config: ChaosConfig) -> int:
     return len(order)
 
 
+ARCHIVED = "SELECT COUNT(*) FROM jobs_archive"
+
+
 class Supervisor:
     """Keeps `workers` processes running, replaces any that end, and injects the faults.
     The processes are a labqueue.pool.WorkerPool's; this class adds the faults and the record."""
@@ -368,7 +371,11 @@ class Supervisor:
         self.crash_hits: list[int] = []  # the jobs each crashed worker held, once per crash
         self.cancelled: list[int] = []  # jobs the run cancelled: cancel() answered queued or running
         self.refused_cancels = 0  # cancels that came too late: the job had finished
+        # Purged rows are counted in jobs_archive, where each purge window moves them as it
+        # commits: a purge cut short by the lock timeout has still moved what it committed.
+        self.archived_before = self.db.scalar(ARCHIVED) if config.purge_every else 0
         self.purged = 0
+        self.busy_purges = 0  # purges cut short: a frozen worker held the write lock past that timeout
         self.next_purge = self.now() + config.purge_every if config.purge_every else float("inf")
         self.next_cancel = self._next(config.cancel_every)
         self.lives: list[WorkerLife] = []
@@ -448,7 +455,11 @@ class Supervisor:
             self.outage_ends = float("inf")  # once
         if self.now() >= self.next_purge:
             assert self.q is not None
-            self.purged += self.q.purge(0, states=("done", "dead", "cancelled"), archive=True).removed
+            try:
+                self.q.purge(0, states=("done", "dead", "cancelled"), archive=True)
+            except QueueBusy:  # as for a cancel: the frozen worker is thawed by a later tick
+                self.busy_purges += 1
+            self.purged = self.db.scalar(ARCHIVED) - self.archived_before
             self.next_purge = self.now() + self.config.purge_every
 
     def _cancel(self) -> None:
