@@ -90,6 +90,7 @@ def migrate(
 
 def _migrate_sqlite(path: Path, dry_run: bool, lock_timeout: float, attempts: int, say: Callable) -> Plan:
     from .drivers.sqlite import sql
+    from .drivers.sqlite.driver import is_busy
     from .drivers.sqlite.schema import check_existing, check_is_sqlite_file, file_version
     from .drivers.sqlite.schema import migrate as run_steps
 
@@ -109,13 +110,13 @@ def _migrate_sqlite(path: Path, dry_run: bool, lock_timeout: float, attempts: in
         try:
             with_lock_retries(
                 lambda: db.execute("BEGIN IMMEDIATE"),
-                locked=_is_locked,
+                locked=is_busy,
                 attempts=attempts,
                 waited=f"the write lock was held longer than {lock_timeout:g} s; trying again",
                 say=say,
             )
         except sqlite3.OperationalError as exc:
-            if not _is_locked(exc):
+            if not is_busy(exc):
                 raise
             raise QueueBusy(f"{path}: the write lock stayed taken; nothing was migrated") from exc
         try:
@@ -127,10 +128,6 @@ def _migrate_sqlite(path: Path, dry_run: bool, lock_timeout: float, attempts: in
         for v, name, _ in steps:
             say(f"applied version {v}: {name}")
     return plan
-
-
-def _is_locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 def _migrate_postgres(

@@ -196,7 +196,7 @@ class SqliteDriver:
             try:
                 return action()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > give_up:
+                if not is_busy(exc) or time.monotonic() > give_up:
                     raise
 
     def _begin(self) -> None:
@@ -221,7 +221,7 @@ class SqliteDriver:
             try:
                 self._begin()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
+                if not is_busy(exc):
                     raise
                 self._retry_busy(self._begin, waited=self._slice())  # the first try waited one slice
         except BaseException:  # a signal's exception the instant BEGIN succeeded: undo it
@@ -263,7 +263,7 @@ class SqliteDriver:
         message = str(exc)
         if "readonly" in message or "unable to open" in message:
             return "readonly"
-        if _is_busy(exc):
+        if is_busy(exc):
             return "busy"
         if message == "interrupted":  # snapshot()'s timeout, or interrupt() from another thread
             return "timeout"
@@ -705,6 +705,10 @@ class _Transaction:
         self._driver._end(failed=kind is not None)
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
+def is_busy(exc: BaseException) -> bool:
+    """A lock another connection held past the busy timeout (SQLite's "database is locked"
+    or "busy"): the driver waits again; a migration backs off and tries again."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
     message = str(exc)
     return "locked" in message or "busy" in message
