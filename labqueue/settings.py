@@ -199,10 +199,7 @@ def _from_json(name: str, f: dataclasses.Field, opt: Option, value: Any) -> Any:
 
 
 def _typed(name: str, opt: Option, value: Any) -> Any:
-    try:
-        same = opt.parse(str(value)) == value if opt.parse is not None else isinstance(value, str)
-    except argparse.ArgumentTypeError as exc:
-        raise InvalidArgument(f"{name}: {exc}") from None
+    same = _parsed(name, opt, value) == value if opt.parse is not None else isinstance(value, str)
     if not same or isinstance(value, (bool, list, dict)):
         raise InvalidArgument(f"{name}: expected what {opt.flag} takes, got {value!r}")
     return value
@@ -376,18 +373,25 @@ def _check(name: str, opt: Option, value: Any) -> None:
     """A value given in code, read as its option's text would be (`str(value)`): the same
     refusal, as InvalidArgument naming the setting."""
     if opt.parse is not None:
-        try:
-            opt.parse(str(value))
-        except argparse.ArgumentTypeError as exc:
-            raise InvalidArgument(f"{name}: {exc}") from None
+        _parsed(name, opt, value)
     if opt.choices is not None and value not in opt.choices:
         raise InvalidArgument(f"{name}: expected one of {', '.join(opt.choices)}, got {value!r}")
+
+
+def _parsed(name: str, opt: Option, value: Any) -> Any:
+    """`value` read as its option's text would be (opt.parse(str(value))): a refusal is
+    InvalidArgument naming the setting."""
+    assert opt.parse is not None
+    try:
+        return opt.parse(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
 
 
 @dataclass(frozen=True)
 class PoolSettings(Settings):
     """The supervisor's options of `labqueue worker` (its worker processes get the lease and
-    idle exit as arguments of their own, and never the rest)."""
+    idle exit in their WorkerStart, and never the rest)."""
 
     id: str | None = option(
         None, "--id", "this worker's name, stored on the jobs it claims (default HOST:PID)"
