@@ -5,6 +5,8 @@ on SQLite and on PostgreSQL; and the checks those parts add, on hand-made rows."
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -98,15 +100,23 @@ def test_two_scheduled_jobs_for_one_period_fail_the_run():
     assert not claims(twice)["one noop job per period of the schedule"]
 
 
+@contextmanager
+def supervising(path, config: ChaosConfig) -> Iterator[Supervisor]:
+    """A run's supervisor over a prepared queue at `path`, its workers not started."""
+    prepare(path, config)
+    supervisor = Supervisor(path, config, time.time())
+    try:
+        yield supervisor
+    finally:
+        supervisor.close()
+
+
 def test_a_run_with_a_schedule_is_not_over_before_its_first_scheduled_job(tmp_path):
     # Every job cancelled before any worker was up to tick the schedule: under load, the
     # run used to end there, and its schedule check had no period to check.
     config = ChaosConfig(jobs=4, workers=1, mix={"credit": 4}, schedule_every=0.3)
-    path = tmp_path / "c.db"
-    prepare(path, config)
-    supervisor = Supervisor(path, config, time.time())
-    try:
-        with JobQueue(path) as q:
+    with supervising(tmp_path / "c.db", config) as supervisor:
+        with JobQueue(supervisor.path) as q:
             for job in q.jobs():
                 q.cancel(job.id)
             assert supervisor.live_jobs() == 0 and not supervisor.drained()
@@ -115,8 +125,6 @@ def test_a_run_with_a_schedule_is_not_over_before_its_first_scheduled_job(tmp_pa
             (job,) = q.claim("w")
             q.complete(job)
         assert supervisor.drained()
-    finally:
-        supervisor.close()
 
 
 def test_a_purge_that_meets_a_held_write_lock_is_tried_again_and_counts_what_it_moved(tmp_path):
@@ -124,11 +132,8 @@ def test_a_purge_that_meets_a_held_write_lock_is_tried_again_and_counts_what_it_
     # supervisor's purge then waits its 0.5 s lock timeout and gives up, as a cancel does,
     # rather than ending the run, and the rows its committed windows moved still count.
     config = ChaosConfig(jobs=6, workers=1, mix={"credit": 6}, purge_every=0.01)
-    path = tmp_path / "c.db"
-    prepare(path, config)
-    supervisor = Supervisor(path, config, time.time())
-    try:
-        with JobQueue(path) as q:
+    with supervising(tmp_path / "c.db", config) as supervisor:
+        with JobQueue(supervisor.path) as q:
             for job in q.jobs()[:4]:
                 q.cancel(job.id)
             holder = q.db
@@ -140,5 +145,3 @@ def test_a_purge_that_meets_a_held_write_lock_is_tried_again_and_counts_what_it_
             supervisor.next_purge = 0.0
             supervisor.tick()
         assert supervisor.busy_purges == 1 and supervisor.purged == 4
-    finally:
-        supervisor.close()
